@@ -1,0 +1,108 @@
+"""The candidate array, mirroring ``llama_token_data_array``.
+
+llama.cpp samplers mutate one array of ``{id, logit, p}`` in place: they truncate it (``size``),
+reorder it (``sorted``), compute ``p`` or leave it stale, and the final one sets ``selected``
+(an index into the array, not a token id). The oracle keeps exactly that state so that
+"which sampler leaves p stale" and "which one reorders" are part of the specification.
+
+Ties: llama.cpp sorts with unstable ``std::sort``/``std::partial_sort``, so the order of equal
+logits is unspecified there. The oracle breaks ties by current position (a stable sort); any
+comparison against llama.cpp must treat tied entries as interchangeable.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def validate_logits_row(logits: np.ndarray) -> np.ndarray:
+    """Return ``logits`` as a float64 1-D array or raise ValueError naming the defect.
+
+    Decisions shared with ``gpu_impl`` (the bad-input property checks they agree): empty
+    vocabularies, NaN and +inf logits are rejected; -inf marks an excluded token.
+    """
+    arr = np.asarray(logits)
+    if arr.ndim != 1:
+        raise ValueError(f"logits must be 1-D, got shape {arr.shape}")
+    if arr.size == 0:
+        raise ValueError("logits is empty: a vocabulary needs at least one token")
+    if not (np.issubdtype(arr.dtype, np.floating) or arr.dtype.kind == "V" or arr.dtype.name == "bfloat16"):
+        raise ValueError(f"logits must be floating point, got dtype {arr.dtype}")
+    out = arr.astype(np.float64)
+    if np.isnan(out).any():
+        raise ValueError(f"logits contain NaN at token ids {np.flatnonzero(np.isnan(out))[:8].tolist()}")
+    if np.isposinf(out).any():
+        raise ValueError(f"logits contain +inf at token ids {np.flatnonzero(np.isposinf(out))[:8].tolist()}")
+    return out
+
+
+@dataclass
+class TokenDataArray:
+    """``llama_token_data_array`` in float64: parallel arrays plus the ``sorted``/``selected`` flags."""
+
+    ids: np.ndarray
+    logits: np.ndarray
+    p: np.ndarray
+    sorted: bool = False
+    selected: int = -1
+    n_vocab: int = field(default=0)
+
+    @classmethod
+    def from_logits(cls, logits: np.ndarray) -> "TokenDataArray":
+        """Build the array llama.cpp builds from raw logits: ids 0..n-1, p = 0, unsorted."""
+        row = validate_logits_row(logits)
+        n = row.size
+        return cls(ids=np.arange(n, dtype=np.int64), logits=row.copy(), p=np.zeros(n), n_vocab=n)
+
+    @property
+    def size(self) -> int:
+        return int(self.ids.size)
+
+    def copy(self) -> "TokenDataArray":
+        return TokenDataArray(self.ids.copy(), self.logits.copy(), self.p.copy(), self.sorted,
+                              self.selected, self.n_vocab)
+
+    def keep(self, index: np.ndarray | slice) -> None:
+        """Restrict to ``index`` (positions), in the order given."""
+        self.ids, self.logits, self.p = self.ids[index], self.logits[index], self.p[index]
+
+    def sort_descending(self) -> None:
+        """Sort by logit, descending; ties keep their current relative order."""
+        if not self.sorted:
+            self.keep(np.argsort(-self.logits, kind="stable"))
+        self.sorted = True
+
+    def softmax(self, do_sort: bool) -> None:
+        """``llama_sampler_softmax_impl``: normalise p over the current entries; logits untouched."""
+        if self.size == 0:
+            raise ValueError("softmax of an empty candidate array")
+        if do_sort:
+            self.sort_descending()
+        m = self.logits.max()
+        if not np.isfinite(m):
+            raise ValueError("softmax of a candidate array whose logits are all -inf")
+        e = np.exp(self.logits - m)
+        self.p = e / e.sum()
+
+    @property
+    def selected_token(self) -> int:
+        if not 0 <= self.selected < self.size:
+            raise ValueError(f"no token selected (selected={self.selected}, size={self.size})")
+        return int(self.ids[self.selected])
+
+    def dense_logits(self, n_vocab: int | None = None) -> np.ndarray:
+        """Scatter surviving logits back to vocab order, -inf for dropped tokens (the masked view)."""
+        n = n_vocab or self.n_vocab or (int(self.ids.max()) + 1)
+        out = np.full(n, -np.inf)
+        out[self.ids] = self.logits
+        return out
+
+    def distribution(self, n_vocab: int | None = None) -> np.ndarray:
+        """The distribution a ``dist`` after this point samples from, over the whole vocab."""
+        dense = self.dense_logits(n_vocab)
+        m = dense.max()
+        if not np.isfinite(m):
+            raise ValueError("no finite logit survives: the distribution is undefined")
+        e = np.exp(dense - m)
+        return e / e.sum()
