@@ -63,3 +63,19 @@ def discrete_from_uniform(weights: np.ndarray, rng: Mt19937) -> int:
     cp = np.cumsum(w / total)
     cp[-1] = 1.0
     return int(np.searchsorted(cp, rng.uniform_double(), side="left"))
+
+
+class Replay:
+    """Stands in for ``Mt19937`` with given draws, so oracle and impl see the same uniforms."""
+
+    def __init__(self, doubles: list[float] = (), floats: list[float] = ()) -> None:
+        self._doubles, self._floats = list(doubles), list(floats)
+
+    def uniform_double(self) -> float:
+        return self._doubles.pop(0)
+
+    def uniform_float(self) -> float:
+        return self._floats.pop(0)
+
+    def discrete(self, weights: np.ndarray) -> int:
+        return discrete_from_uniform(weights, self) if np.asarray(weights).size >= 2 else 0

@@ -1,0 +1,1 @@
+"""logitcheck's judge: hypothesis strategies and pytest properties driven by one catalogue."""

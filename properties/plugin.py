@@ -1,0 +1,71 @@
+"""pytest plugin: ``--impl MODULE``, ``--backend numpy|cupy``, ``--lc-results PATH``, the header
+and the "not covered" summary."""
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from properties import profiles  # noqa: F401  (registers and loads the hypothesis profiles)
+from properties import recording
+from properties.backends import NOT_COVERED, cupy_device_reason, cupy_or_none, load_impl
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("logitcheck")
+    group.addoption("--impl", default=os.environ.get("LOGITCHECK_IMPL", "gpu_impl"),
+                    help="module with gpu_impl's API to judge (default: gpu_impl)")
+    group.addoption("--backend", choices=("numpy", "cupy"), default=os.environ.get("LOGITCHECK_BACKEND", "numpy"),
+                    help="array backend the implementation runs on")
+    group.addoption("--lc-results", default=None, help="write measured results (JSON) here")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    cp = cupy_or_none()
+    device = cupy_device_reason() or "CUDA device available"
+    return [
+        f"logitcheck: impl={config.getoption('--impl')} backend={config.getoption('--backend')} "
+        f"hypothesis profile={profiles.current_profile()}",
+        f"logitcheck: numpy {np.__version__}, cupy {getattr(cp, '__version__', 'absent')} ({device}), "
+        f"python {platform.python_version()}",
+    ]
+
+
+@pytest.fixture(scope="session")
+def impl(request: pytest.FixtureRequest):
+    backend = request.config.getoption("--backend")
+    if backend == "cupy":
+        reason = cupy_device_reason()
+        if reason:
+            pytest.skip(f"--backend cupy: {reason}")
+    return load_impl(request.config.getoption("--impl"), backend)
+
+
+_OUTCOMES: list[dict] = []
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        reason = ""
+        if report.skipped and isinstance(report.longrepr, tuple):
+            reason = report.longrepr[2]
+        _OUTCOMES.append({"nodeid": report.nodeid, "outcome": report.outcome,
+                          "duration": round(report.duration, 3), "reason": reason})
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = session.config.getoption("--lc-results")
+    if path:
+        meta = {"impl": session.config.getoption("--impl"), "backend": session.config.getoption("--backend"),
+                "profile": profiles.current_profile(), "numpy": np.__version__, "not_covered": sorted(NOT_COVERED)}
+        recording.dump(Path(path), _OUTCOMES, meta)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if NOT_COVERED:
+        terminalreporter.section("logitcheck: NOT COVERED (the implementation lacks these)")
+        for name in sorted(NOT_COVERED):
+            terminalreporter.write_line(f"  {name}")

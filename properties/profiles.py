@@ -1,0 +1,27 @@
+"""Hypothesis profiles. ``ci`` is derandomized (same examples every run); ``nightly`` has >= 10x
+the examples and draws the large vocabularies more often."""
+from __future__ import annotations
+
+import os
+
+from hypothesis import settings
+
+# The per-example budget grows with vocab size (a 262,144 float64 sort per example), so
+# example deadlines are off; hypothesis' own too_slow check stays on.
+_common = dict(deadline=None, print_blob=True)
+
+settings.register_profile("dev", max_examples=25, **_common)
+settings.register_profile("ci", max_examples=40, derandomize=True, database=None, **_common)
+settings.register_profile("nightly", max_examples=400, **_common)
+
+PROFILE = os.environ.get("LOGITCHECK_PROFILE", "dev")
+settings.load_profile(PROFILE)
+
+
+def current_profile() -> str:
+    return settings._current_profile or PROFILE  # type: ignore[attr-defined]
+
+
+def large_vocab_weight() -> float:
+    """How often strategies draw a vocabulary of >= 32,000 tokens."""
+    return 0.35 if current_profile() == "nightly" else 0.1
