@@ -52,6 +52,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         reason = ""
         if report.skipped and isinstance(report.longrepr, tuple):
             reason = report.longrepr[2]
+        elif report.failed:  # the report shows why, so keep the head and the tail (the assertion)
+            text = report.longreprtext
+            reason = text if len(text) <= 2000 else text[:600] + "\n[...]\n" + text[-1390:]
         _OUTCOMES.append({"nodeid": report.nodeid, "outcome": report.outcome,
                           "duration": round(report.duration, 3), "reason": reason})
 
