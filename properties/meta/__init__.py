@@ -1,0 +1,1 @@
+"""Meta-tests: the judge judged (its own plumbing, reports and mutation zoo)."""

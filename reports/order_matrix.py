@@ -1,0 +1,69 @@
+"""The sampler order matrix: does applying A then B give the same distribution as B then A?
+Grid cells carry the witness on hover (title attribute); the witnesses are also tabled in full."""
+from __future__ import annotations
+
+from typing import Any
+
+from reports.tables import cell, compact_json, esc, fmt_num, generic, truncate
+
+SYMBOL = {"commute": ("=", "commute"), "differs": ("≠", "differs"), "untested": ("·", "untested")}
+
+
+def _cells(value: dict[str, Any]) -> list[dict[str, Any]]:
+    cells = value.get("cells")
+    if isinstance(cells, dict):  # tolerate {"A|B": {...}} or {"A,B": {...}} keyed forms
+        out = []
+        for key, v in cells.items():
+            first, _, second = str(key).replace(",", "|").partition("|")
+            out.append({"first": first, "second": second, **(v if isinstance(v, dict) else {"relation": v})})
+        return out
+    return [c for c in cells or [] if isinstance(c, dict)]
+
+
+def order_matrix_section(value: Any) -> str:
+    intro = ('<p class="muted">Row sampler applied first, column sampler second. <b>=</b> the two orders '
+             "give the same result on every example drawn; <b>≠</b> a witness shows they differ (hover a cell, "
+             "or see the table); <b>·</b> not tested. tvd = total variation distance between the two "
+             "orders' output distributions on the witness.</p>")
+    if not isinstance(value, dict) or not _cells(value):
+        return f'<section id="order-matrix"><h2>Order matrix</h2>{generic(value)}</section>'
+    cells = _cells(value)
+    samplers = [str(s) for s in value.get("samplers") or []]
+    for c in cells:  # samplers named only in the cells still get a row and a column
+        for k in ("first", "second"):
+            if str(c.get(k)) not in samplers:
+                samplers.append(str(c.get(k)))
+    by_pair = {(str(c.get("first")), str(c.get("second"))): c for c in cells}
+
+    head = "".join(f'<th class="rot"><div>{esc(s)}</div></th>' for s in samplers)
+    body = []
+    for a in samplers:
+        tds = []
+        for b in samplers:
+            c = by_pair.get((a, b))
+            if a == b and c is None:
+                tds.append('<td class="diag">—</td>')
+                continue
+            rel = str(c.get("relation", "untested")) if c else "untested"
+            sym, cls = SYMBOL.get(rel, ("?", "other"))
+            tip = f"{a} then {b}: {rel}"
+            if c and c.get("tvd") is not None:
+                tip += f" (tvd {fmt_num(c.get('tvd'))})"
+            if c and c.get("witness") is not None:
+                tip += "\nwitness: " + truncate(compact_json(c["witness"]), 700)
+            tds.append(f'<td class="{cls}" title="{esc(tip)}">{sym}</td>')
+        body.append(f'<tr><th class="rowh">{esc(a)}</th>{"".join(tds)}</tr>')
+    grid = f'<table class="matrix"><thead><tr><th></th>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+    rels = [str(c.get("relation")) for c in cells]
+    counts = ", ".join(f"{rels.count(r)} {r}" for r in sorted(set(rels)))
+    witnessed = [c for c in cells if c.get("witness") is not None or c.get("relation") == "differs"]
+    rows = "".join(
+        f'<tr><td>{esc(c.get("first"))}</td><td>{esc(c.get("second"))}</td><td>{esc(c.get("relation"))}</td>'
+        f'<td class="num">{esc(fmt_num(c.get("tvd")))}</td><td>{cell(c.get("witness"))}</td></tr>'
+        for c in witnessed)
+    wtable = ('<table class="grid"><thead><tr><th>first</th><th>then</th><th>relation</th><th>tvd</th>'
+              f"<th>witness</th></tr></thead><tbody>{rows}</tbody></table>" if witnessed
+              else '<p class="muted">No pair differs, so there are no witnesses.</p>')
+    return f"""<section id="order-matrix"><h2>Order matrix ({len(samplers)} samplers; {esc(counts)})</h2>{intro}
+{grid}<h3>Witnesses</h3>{wtable}</section>"""

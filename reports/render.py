@@ -1,0 +1,117 @@
+"""results.json → one self-contained HTML page (inline CSS, plots as inline PNG, no scripts, no
+external resources). ``render`` only reads what the run measured; it never recomputes a number."""
+from __future__ import annotations
+
+from typing import Any
+
+from reports.order_matrix import order_matrix_section
+from reports.plots import ratio_plot
+from reports.records import records_section
+from reports.summary import failures, header, tally, test_list
+from reports.tables import esc, generic
+from reports.zoo import is_zoo, zoo_section
+
+TITLES = {
+    "llama_cpp_findings": ("llama.cpp peer findings",
+                           "Where llama.cpp (via llama-cpp-python) and the float64 oracle disagree, "
+                           "with the witness that shows it."),
+    "stats_gate": ("Statistics gate calibration",
+                   "How the statistical tests' thresholds were set and what false-failure rate they "
+                   "were measured to have."),
+    "engine_matrix": ("Engine matrix", ""),
+}
+NAV = {"llama_cpp_findings": "llama.cpp", "stats_gate": "Stats gate"}
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1280px;
+ padding:0 24px 48px;color:#1d2330;background:#fff}
+h1{font-size:22px;margin:20px 0 8px}h2{font-size:18px;margin:28px 0 8px;border-bottom:2px solid #e3e7ee;
+ padding-bottom:4px}h3{font-size:14px;margin:14px 0 6px}
+code{font:12px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;background:#f3f5f8;padding:0 3px;border-radius:3px}
+nav{position:sticky;top:0;background:#fff;border-bottom:1px solid #e3e7ee;padding:6px 0;z-index:2;font-size:13px}
+nav a{margin-right:14px;color:#2c5aa0;text-decoration:none}
+.verdict{font-size:20px;font-weight:700;padding:10px 14px;border-radius:6px;margin:8px 0}
+.verdict.ok{background:#e5f4e8;color:#1e6b2f}.verdict.bad{background:#fbe4e2;color:#a1261b}
+.verdict.warn{background:#fff2d6;color:#8a5a00}
+.pill{display:inline-block;padding:2px 10px;border-radius:12px;background:#eef1f5;font-weight:600}
+.pill.ok{background:#e5f4e8;color:#1e6b2f}.pill.bad{background:#fbe4e2;color:#a1261b}.pill.skip{background:#fff2d6}
+.note{margin:4px 0;color:#6b4a00}.note.bad{color:#a1261b}
+.cols{display:flex;gap:28px;flex-wrap:wrap}.cols>div{min-width:260px}
+.warnbox{background:#fff8e6;border:1px solid #f0d48a;border-radius:6px;padding:2px 14px;margin-top:12px}
+.failbox{background:#fdf1f0;border:1px solid #f0b8b2;border-radius:6px;padding:2px 14px}
+.failbox li{margin-bottom:10px}
+pre.trace{white-space:pre-wrap;word-break:break-word;font:12px ui-monospace,Menlo,Consolas,monospace;
+ background:#fff;border:1px solid #eed;padding:8px;max-height:320px;overflow:auto}
+table{border-collapse:collapse;margin:6px 0}
+table.grid th,table.grid td,table.kv th,table.kv td{border:1px solid #dde2ea;padding:3px 7px;vertical-align:top;text-align:left}
+table.grid thead th{background:#f3f5f8;position:sticky;top:30px}
+table.kv th{background:#f7f8fa;font-weight:600;white-space:nowrap}
+table.grid td table,table.kv td table{margin:0;font-size:12px}
+tr.bad td,tr.failed td{background:#fdecea}tr.skipped td{color:#7a6a40}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+.ok{color:#1e6b2f;font-weight:700}.bad{color:#a1261b;font-weight:700}.muted{color:#667}
+table.matrix td,table.matrix th{border:1px solid #dde2ea;width:26px;height:24px;text-align:center;padding:0}
+table.matrix th.rowh{text-align:right;padding:0 6px;width:auto;white-space:nowrap}
+table.matrix th.rot{height:110px;vertical-align:bottom}
+table.matrix th.rot div{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;margin:0 auto 4px}
+td.commute{background:#e5f4e8;color:#1e6b2f}td.differs{background:#f6c9c4;color:#8c1d12;font-weight:700;cursor:help}
+td.untested{background:#f6f7f9;color:#aab}td.diag{background:#eceff3;color:#99a}td.other{background:#fff2d6}
+img.plot{max-width:100%;border:1px solid #e3e7ee;border-radius:4px}
+details>summary{cursor:pointer;color:#2c5aa0;margin:6px 0}
+footer{margin-top:40px;color:#889;font-size:12px}
+"""
+
+
+def _section(name: str, value: Any) -> str:
+    title, intro = TITLES.get(name, (name.replace("_", " ").capitalize(), ""))
+    intro_html = f'<p class="muted">{esc(intro)}</p>' if intro else ""
+    return f'<section id="table-{esc(name)}"><h2>{esc(title)}</h2>{intro_html}{generic(value)}</section>'
+
+
+def table_sections(tables: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(anchor, nav label, html) for every named table: known kinds first, the rest generically."""
+    out = []
+    if "order_matrix" in tables:
+        out.append(("order-matrix", "Order matrix", order_matrix_section(tables["order_matrix"])))
+    for name in sorted((n for n in tables if is_zoo(n)), key=lambda n: (n != "zoo", n)):
+        out.append((f"table-{name}", name.replace("_", " "), zoo_section(name, tables[name])))
+    for name in ("llama_cpp_findings", "stats_gate"):
+        if name in tables:
+            out.append((f"table-{name}", NAV[name], _section(name, tables[name])))
+    known = {"order_matrix", "llama_cpp_findings", "stats_gate"}
+    for name in sorted(n for n in tables if n not in known and not is_zoo(n)):
+        out.append((f"table-{name}", name.replace("_", " "), _section(name, tables[name])))
+    return out
+
+
+def render(results: dict[str, Any]) -> str:
+    """The whole report page for one results.json (already parsed)."""
+    if not isinstance(results, dict):
+        raise ValueError(f"results must be the parsed results.json object (a dict), not {type(results).__name__}")
+    meta = results.get("meta") if isinstance(results.get("meta"), dict) else {}
+    results = {**results, "meta": meta}
+    tables = results.get("tables") if isinstance(results.get("tables"), dict) else {}
+    extra = table_sections(tables)
+    counts = tally(results.get("tests") or [])
+    nav = [("failures", f"Failures ({counts.get('failed', 0)})")] if counts.get("failed") else []
+    nav += [("not-covered", "Not covered"), ("records", "Records"), ("plot", "Error plot")]
+    nav += [(a, label) for a, label, _ in extra] + [("tests", "Tests")]
+    nav_html = "".join(f'<a href="#{esc(a)}">{esc(label)}</a>' for a, label in nav)
+    plot = (f'<section id="plot"><h2>Worst error / model bound, per record and input dtype</h2>'
+            f"{ratio_plot(results.get('worst_error') or [])}</section>")
+    title = f"logitcheck: {meta.get('impl', '?')} on {meta.get('backend', '?')}"
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{esc(title)}</title><style>{CSS}</style></head>
+<body><nav>{nav_html}</nav>
+{header(results)}
+{failures(results)}
+{records_section(results)}
+{plot}
+{''.join(h for _, _, h in extra)}
+{test_list(results)}
+<footer>Generated by logitcheck from results.json; every number above was measured by the run, not
+recomputed here. Full values (untruncated) are in results.json.</footer>
+</body></html>
+"""

@@ -1,0 +1,131 @@
+"""HTML building blocks: escaping, number formatting and the generic table renderer.
+
+Everything that reaches the page from results.json passes through ``esc`` (text and attribute
+values alike), so a witness holding ``<script>`` or quotes renders as text, never as markup.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import Any, Iterable, Sequence
+
+MAX_ROWS = 400        # longer tables are cut, and the cut is stated
+MAX_CELL_CHARS = 600  # one cell never floods the page; the full value stays in results.json
+MAX_DEPTH = 3         # nested values deeper than this are shown as compact JSON
+
+
+def esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def truncate(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" [… {len(text) - limit} more characters]"
+
+
+def fmt_num(x: Any) -> str:
+    """Numbers as a reader wants them: 3 significant digits, NaN/∞ spelled out."""
+    if isinstance(x, bool) or x is None:
+        return "—" if x is None else ("yes" if x else "no")
+    if isinstance(x, int):
+        return f"{x:,}" if abs(x) >= 10_000 else str(x)
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "NaN"
+        if math.isinf(x):
+            return "∞" if x > 0 else "−∞"
+        return f"{x:.3g}"
+    return str(x)
+
+
+def as_float(x: Any) -> float:
+    """A JSON number (or the strings json writes for non-finite ones) as float; NaN otherwise."""
+    if isinstance(x, bool):
+        return float(x)
+    if isinstance(x, (int, float)):
+        return float(x)
+    if isinstance(x, str):
+        try:
+            return float(x)
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
+def compact_json(value: Any) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, default=str, allow_nan=True)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def cell(value: Any, depth: int = 0) -> str:
+    """One value as HTML: scalars formatted, nested lists/dicts as nested tables (to a depth)."""
+    if isinstance(value, bool):
+        return '<span class="ok">✔</span>' if value else '<span class="bad">✘</span>'
+    if value is None or isinstance(value, (int, float)):
+        return esc(fmt_num(value))
+    if isinstance(value, str):
+        return esc(truncate(value, MAX_CELL_CHARS))
+    if depth >= MAX_DEPTH:
+        return f"<code>{esc(truncate(compact_json(value), MAX_CELL_CHARS))}</code>"
+    if isinstance(value, dict):
+        return kv_table(value, depth + 1)
+    if isinstance(value, (list, tuple)):
+        if value and all(isinstance(v, dict) for v in value):
+            return records_table(value, depth=depth + 1)
+        if all(not isinstance(v, (dict, list, tuple)) for v in value):
+            shown = ", ".join(fmt_num(v) if not isinstance(v, str) else v for v in value[:64])
+            more = f" … ({len(value)} items)" if len(value) > 64 else ""
+            return esc(truncate(f"[{shown}{more}]", MAX_CELL_CHARS))
+        return "<ol>" + "".join(f"<li>{cell(v, depth + 1)}</li>" for v in value[:64]) + "</ol>"
+    return esc(truncate(repr(value), MAX_CELL_CHARS))
+
+
+def columns_of(rows: Iterable[dict], preferred: Sequence[str] = ()) -> list[str]:
+    """Preferred columns first (if any row has them), then the rest in first-seen order."""
+    seen: dict[str, None] = {}
+    for r in rows:
+        for k in r:
+            seen.setdefault(str(k), None)
+    return [c for c in preferred if c in seen] + [c for c in seen if c not in preferred]
+
+
+def records_table(rows: Sequence[dict], preferred: Sequence[str] = (), depth: int = 0,
+                  row_class=None, caption: str = "", columns: Sequence[str] | None = None) -> str:
+    """A list of dicts as a table: ``columns`` exactly, or ``preferred`` first and then the rest.
+    ``row_class(row)`` may return a CSS class for a row."""
+    rows = [r for r in rows if isinstance(r, dict)]
+    if not rows:
+        return '<p class="muted">(empty)</p>'
+    cols = list(columns) if columns is not None else columns_of(rows, preferred)
+    head = "".join(f"<th>{esc(c)}</th>" for c in cols)
+    body = []
+    for r in rows[:MAX_ROWS]:
+        cls = row_class(r) if row_class else ""
+        attr = f' class="{esc(cls)}"' if cls else ""
+        body.append(f"<tr{attr}>" + "".join(f"<td>{cell(r.get(c, ''), depth)}</td>" for c in cols) + "</tr>")
+    cut = (f'<p class="muted">Showing {MAX_ROWS} of {len(rows)} rows; the rest are in results.json.</p>'
+           if len(rows) > MAX_ROWS else "")
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    return f'<table class="grid">{cap}<thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>{cut}'
+
+
+def kv_table(d: dict, depth: int = 0) -> str:
+    if not d:
+        return '<p class="muted">(empty)</p>'
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{cell(v, depth)}</td></tr>" for k, v in list(d.items())[:MAX_ROWS])
+    return f'<table class="kv">{rows}</table>'
+
+
+def generic(value: Any) -> str:
+    """Any table value, whatever its shape: list of dicts → table, dict → key/value, else text."""
+    if isinstance(value, dict):
+        return kv_table(value)
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return records_table(value)
+    if isinstance(value, list) and not value:
+        return '<p class="muted">(empty)</p>'
+    return f"<div>{cell(value)}</div>"

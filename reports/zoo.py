@@ -1,0 +1,40 @@
+"""Mutation-zoo kill tables: each deliberately broken implementation, and which property caught it.
+A surviving mutant is a hole in the suite, so survivors are flagged and counted in the heading."""
+from __future__ import annotations
+
+from typing import Any
+
+from reports.tables import esc, generic, records_table
+
+ZOO_TITLES = {"zoo": "Bug zoo: sampler mutants", "quant_zoo": "Bug zoo: quantization-format mutants",
+              "ops_zoo": "Bug zoo: op mutants"}
+COLUMNS = ("mutant", "description", "killed", "examples_to_kill", "killed_by")
+
+
+def is_zoo(name: str) -> bool:
+    return name in ZOO_TITLES or name.endswith("_zoo") or name.startswith("zoo")
+
+
+def _killed(row: dict[str, Any]) -> bool | None:
+    k = row.get("killed")
+    return k if isinstance(k, bool) else None
+
+
+def zoo_section(name: str, value: Any) -> str:
+    title = ZOO_TITLES.get(name, f"Bug zoo: {name}")
+    anchor = f"table-{esc(name)}"
+    if not (isinstance(value, list) and value and all(isinstance(r, dict) for r in value)):
+        return f'<section id="{anchor}"><h2>{esc(title)}</h2>{generic(value)}</section>'
+    kills = [_killed(r) for r in value]
+    killed, survived = kills.count(True), kills.count(False)
+    head = f"{killed} of {len(value)} killed"
+    if survived:
+        head += f", {survived} SURVIVED"
+    table = records_table(value, preferred=COLUMNS,
+                          row_class=lambda r: "bad" if _killed(r) is False else "")
+    note = ('<p class="note bad">A surviving mutant is a bug the suite cannot see: '
+            + ", ".join(f"<code>{esc(r.get('mutant', '?'))}</code>" for r in value if _killed(r) is False)
+            + ".</p>") if survived else ""
+    return (f'<section id="{anchor}"><h2>{esc(title)} ({esc(head)})</h2>'
+            '<p class="muted">examples_to_kill: how many hypothesis examples ran before a property failed '
+            f"on the mutant (fewer is a sharper property).</p>{note}{table}</section>")
