@@ -86,4 +86,5 @@ def dequantize(raw: Any, qtype: int, shape: Sequence[int]):
     if data.size != n_blocks * fmt.nbytes:
         raise ValueError(f"{fmt.name}: shape {shape} is {n_blocks} blocks = {n_blocks * fmt.nbytes} bytes, "
                          f"got {data.size}")
-    return fmt.decode(data.reshape(n_blocks, fmt.nbytes)).reshape(shape)
+    with np.errstate(all="ignore"):  # NaN/inf scales propagate by IEEE rules; NumPy need not warn
+        return fmt.decode(data.reshape(n_blocks, fmt.nbytes)).reshape(shape)

@@ -98,7 +98,8 @@ def dequantize(raw: np.ndarray, qtype: int, shape: Sequence[int]) -> np.ndarray:
     want = prod(shape) // bs * ts
     if data.size != want:
         raise ValueError(f"{qt.name}: shape {shape} needs {want} bytes, got {data.size}")
-    return DECODERS[qt](data.reshape(-1, ts)).reshape(shape)
+    with np.errstate(all="ignore"):  # inf·0 = NaN and overflow to inf are the IEEE results we specify
+        return DECODERS[qt](data.reshape(-1, ts)).reshape(shape)
 
 
 def quantize(values: np.ndarray, qtype: int) -> np.ndarray:
@@ -117,5 +118,6 @@ def quantize(values: np.ndarray, qtype: int) -> np.ndarray:
     if bs > 1 and not np.isfinite(x32).all():
         # ggml's reference converts NaN/inf scaled values to integers: undefined behaviour in C.
         raise ValueError(f"{qt.name}: cannot quantize non-finite values (the reference is undefined there)")
-    out = ENCODERS[qt](x32.reshape(-1, bs))
+    with np.errstate(all="ignore"):
+        out = ENCODERS[qt](x32.reshape(-1, bs))
     return out.reshape(*shape[:-1], shape[-1] // bs * ts)
