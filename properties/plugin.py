@@ -52,9 +52,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         reason = ""
         if report.skipped and isinstance(report.longrepr, tuple):
             reason = report.longrepr[2]
-        elif report.failed:  # the report shows why, so keep the head and the tail (the assertion)
-            text = report.longreprtext
-            reason = text if len(text) <= 2000 else text[:600] + "\n[...]\n" + text[-1390:]
+        elif report.failed:  # for the report: the crash line first, then the trace's head and tail
+            crash = getattr(report.longrepr, "reprcrash", None)
+            first = f"{crash.path}:{crash.lineno}: {crash.message}"[:500] + "\n\n" if crash else ""
+            text, room = report.longreprtext, 2000 - len(first) - 7
+            if len(text) > room:
+                text = text[:room // 3] + "\n[...]\n" + text[-(room - room // 3):]
+            reason = first + text
         _OUTCOMES.append({"nodeid": report.nodeid, "outcome": report.outcome,
                           "duration": round(report.duration, 3), "reason": reason})
 

@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -72,7 +73,7 @@ def _run_suite(args: argparse.Namespace, results_path: Path) -> int:
         argv += ["--backend", args.backend]
     if args.k:
         argv += ["-k", args.k]
-    print("logitcheck: pytest " + " ".join(argv), flush=True)
+    print("logitcheck: pytest " + shlex.join(argv), flush=True)
     return int(pytest.main(argv))
 
 
@@ -104,7 +105,8 @@ def run_and_record(args: argparse.Namespace, out: Path) -> tuple[Path, dict[str,
         error = error or "pytest stopped before the logitcheck plugin wrote any results"
     meta = results.setdefault("meta", {})
     derandomized = _derandomized(args.profile)
-    meta.update({"seed": args.seed, "seed_effective": None if derandomized is None else not derandomized, "selection": args.k or "",
+    meta.update({"seed": args.seed, "seed_effective": None if derandomized is None else not derandomized,
+                 "selection": args.k or "",
                  "date": started.isoformat(timespec="seconds"), "duration_s": round(time.monotonic() - t0, 1),
                  "pytest_exit": code, "versions": _versions()})
     if error:

@@ -62,7 +62,8 @@ def record_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             "worst error (u)": w.get("worst_u"),
             "model bound (u)": w.get("bound_u"),
             "ratio": w.get("ratio"),
-            "where": f"{w.get('property', '?')}, {w.get('dtype', '?')}" if w else "(no error measured: set/exact properties)",
+            "where": f"{w.get('property', '?')}, {w.get('dtype', '?')}" if w
+            else "(no error measured: set/exact properties)",
             "_failed": oc.get("failed", 0),
         })
     return rows

@@ -39,11 +39,13 @@ nav a{margin-right:14px;color:#2c5aa0;text-decoration:none}
 .cols{display:flex;gap:28px;flex-wrap:wrap}.cols>div{min-width:260px}
 .warnbox{background:#fff8e6;border:1px solid #f0d48a;border-radius:6px;padding:2px 14px;margin-top:12px}
 .failbox{background:#fdf1f0;border:1px solid #f0b8b2;border-radius:6px;padding:2px 14px}
-.failbox li{margin-bottom:10px}
+.failbox li{margin-bottom:10px}.crash{font:12px ui-monospace,Menlo,Consolas,monospace;color:#8c1d12;
+ margin:4px 0;white-space:pre-wrap;word-break:break-word}
 pre.trace{white-space:pre-wrap;word-break:break-word;font:12px ui-monospace,Menlo,Consolas,monospace;
  background:#fff;border:1px solid #eed;padding:8px;max-height:320px;overflow:auto}
 table{border-collapse:collapse;margin:6px 0}
-table.grid th,table.grid td,table.kv th,table.kv td{border:1px solid #dde2ea;padding:3px 7px;vertical-align:top;text-align:left}
+table.grid th,table.grid td,table.kv th,table.kv td{border:1px solid #dde2ea;padding:3px 7px;vertical-align:top;
+ text-align:left}
 table.grid thead th{background:#f3f5f8;position:sticky;top:30px}
 table.kv th{background:#f7f8fa;font-weight:600;white-space:nowrap}
 table.grid td table,table.kv td table{margin:0;font-size:12px}
@@ -97,8 +99,13 @@ def render(results: dict[str, Any]) -> str:
     nav += [("not-covered", "Not covered"), ("records", "Records"), ("plot", "Error plot")]
     nav += [(a, label) for a, label, _ in extra] + [("tests", "Tests")]
     nav_html = "".join(f'<a href="#{esc(a)}">{esc(label)}</a>' for a, label in nav)
+    measured = {str(w.get("record")) for w in results.get("worst_error") or [] if isinstance(w, dict)}
+    unplotted = sorted({str(e.get("record")) for e in results.get("examples") or []
+                        if isinstance(e, dict) and str(e.get("record")) not in measured})
+    unplotted_html = (f'<p class="muted">Not plotted (their properties are exact or set-valued, so no error '
+                      f'in u was measured): {esc(", ".join(unplotted))}.</p>' if unplotted else "")
     plot = (f'<section id="plot"><h2>Worst error / model bound, per record and input dtype</h2>'
-            f"{ratio_plot(results.get('worst_error') or [])}</section>")
+            f"{ratio_plot(results.get('worst_error') or [])}{unplotted_html}</section>")
     title = f"logitcheck: {meta.get('impl', '?')} on {meta.get('backend', '?')}"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

@@ -48,7 +48,8 @@ def header(results: dict[str, Any]) -> str:
         verdict, cls = "All selected tests passed", "verdict ok"
     notes = []
     if exceeded:
-        notes.append(f"{len(exceeded)} measurement(s) exceed their error model (ratio &gt; 1 or NaN): see the table below.")
+        notes.append(f"{len(exceeded)} measurement(s) exceed their error model (ratio &gt; 1 or NaN): "
+                     "see the table below.")
     code = meta.get("pytest_exit")
     if isinstance(code, int) and code not in (0, 1):
         notes.append(f"pytest exited with code {code} ({esc(PYTEST_EXIT.get(code, 'unknown'))}); "
@@ -93,10 +94,15 @@ def failures(results: dict[str, Any]) -> str:
     bad = [t for t in results.get("tests") or [] if isinstance(t, dict) and t.get("outcome") == "failed"]
     if not bad:
         return ""
-    items = "".join(
-        f'<li><code class="nodeid">{esc(t.get("nodeid", "?"))}</code>'
-        f'<pre class="trace">{esc(truncate(str(t.get("reason") or "(no message recorded)"), FAILURE_CHARS))}</pre></li>'
-        for t in bad)
+    items = []
+    for i, t in enumerate(bad):  # the plugin puts pytest's crash line (file:line: exception) first
+        first, _, rest = truncate(str(t.get("reason") or "(no message recorded)"), FAILURE_CHARS).partition("\n")
+        opened = " open" if i < 3 else ""  # the first few tracebacks (with hypothesis' witness) unfolded
+        trace = (f'<details{opened}><summary>traceback</summary><pre class="trace">{esc(rest.strip())}</pre>'
+                 "</details>" if rest.strip() else "")
+        items.append(f'<li><code class="nodeid">{esc(t.get("nodeid", "?"))}</code>'
+                     f'<p class="crash">{esc(first)}</p>{trace}</li>')
+    items = "".join(items)
     return f'<section id="failures" class="failbox"><h2>Failures ({len(bad)})</h2><ol>{items}</ol></section>'
 
 

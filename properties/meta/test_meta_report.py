@@ -15,6 +15,11 @@ from reports.render import render
 EVIL = '<script>alert("x")</script>'
 
 
+def worst(record: str, dtype: str, worst_u: float, bound_u: float, ratio: float) -> dict:
+    return {"record": record, "property": "impl_vs_oracle", "dtype": dtype, "worst_u": worst_u,
+            "bound_u": bound_u, "ratio": ratio}
+
+
 def synthetic_results() -> dict:
     return {
         "meta": {"impl": "gpu_impl", "backend": "numpy", "profile": "ci", "numpy": "2.4.0",
@@ -30,10 +35,10 @@ def synthetic_results() -> dict:
              "outcome": "skipped", "duration": 0.0, "reason": "NOT COVERED: mirostat is not implemented in gpu_impl"},
         ],
         "worst_error": [
-            {"record": "top_k", "property": "impl_vs_oracle", "dtype": "float32", "worst_u": 3.0, "bound_u": 40.0, "ratio": 0.075},
-            {"record": "top_p", "property": "impl_vs_oracle", "dtype": "float16", "worst_u": math.inf, "bound_u": 12.0, "ratio": math.inf},
-            {"record": "softmax", "property": "impl_vs_oracle", "dtype": "bfloat16", "worst_u": math.nan, "bound_u": 9.0, "ratio": math.nan},
-            {"record": "temp", "property": "impl_vs_oracle", "dtype": "float32", "worst_u": 0.0, "bound_u": 2.0, "ratio": 0.0},
+            worst("top_k", "float32", 3.0, 40.0, 0.075),
+            worst("top_p", "float16", math.inf, 12.0, math.inf),
+            worst("softmax", "bfloat16", math.nan, 9.0, math.nan),
+            worst("temp", "float32", 0.0, 2.0, 0.0),
         ],
         "examples": [{"record": "top_k", "property": "impl_vs_oracle", "count": 40},
                      {"record": "greedy", "property": "argmax_exact", "count": 25}],
@@ -47,7 +52,8 @@ def synthetic_results() -> dict:
                      "examples_to_kill": 3, "killed_by": "impl_vs_oracle"},
                     {"mutant": "softmax_no_max_shift", "description": "overflows", "killed": False,
                      "examples_to_kill": None, "killed_by": ""}],
-            "quant_zoo": [{"mutant": "q4_0_wrong_scale", "killed": True, "examples_to_kill": 1, "killed_by": "dequant"}],
+            "quant_zoo": [{"mutant": "q4_0_wrong_scale", "killed": True, "examples_to_kill": 1,
+                           "killed_by": "dequant"}],
             "ops_zoo": [{"mutant": "rmsnorm_no_eps", "killed": True, "examples_to_kill": 2, "killed_by": "rmsnorm"}],
             "llama_cpp_findings": [{"sampler": "top_n_sigma", "finding": "FINDING-NSIGMA", "witness": EVIL}],
             "stats_gate": {"alpha": 1e-6, "trials": 2000, "false_failures": 0, "per_test": {"dist": 1e-7}},
