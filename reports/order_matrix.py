@@ -49,6 +49,8 @@ def order_matrix_section(value: Any) -> str:
             tip = f"{a} then {b}: {rel}"
             if c and c.get("tvd") is not None:
                 tip += f" (tvd {fmt_num(c.get('tvd'))})"
+            if c and c.get("why"):
+                tip += f"\nwhy: {c['why']}"
             if c and c.get("witness") is not None:
                 tip += "\nwitness: " + truncate(compact_json(c["witness"]), 700)
             tds.append(f'<td class="{cls}" title="{esc(tip)}">{sym}</td>')
@@ -60,10 +62,11 @@ def order_matrix_section(value: Any) -> str:
     witnessed = [c for c in cells if c.get("witness") is not None or c.get("relation") == "differs"]
     rows = "".join(
         f'<tr><td>{esc(c.get("first"))}</td><td>{esc(c.get("second"))}</td><td>{esc(c.get("relation"))}</td>'
-        f'<td class="num">{esc(fmt_num(c.get("tvd")))}</td><td>{cell(c.get("witness"))}</td></tr>'
+        f'<td class="num">{esc(fmt_num(c.get("tvd")))}</td><td>{cell(c.get("why", ""))}</td>'
+        f'<td>{cell(c.get("witness"))}</td></tr>'
         for c in witnessed)
     wtable = ('<table class="grid"><thead><tr><th>first</th><th>then</th><th>relation</th><th>tvd</th>'
-              f"<th>witness</th></tr></thead><tbody>{rows}</tbody></table>" if witnessed
+              f"<th>why</th><th>witness</th></tr></thead><tbody>{rows}</tbody></table>" if witnessed
               else '<p class="muted">No pair differs, so there are no witnesses.</p>')
     return f"""<section id="order-matrix"><h2>Order matrix ({len(samplers)} samplers; {esc(counts)})</h2>{intro}
 {grid}<h3>Witnesses</h3>{wtable}</section>"""

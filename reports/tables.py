@@ -72,7 +72,8 @@ def cell(value: Any, depth: int = 0) -> str:
     if depth >= MAX_DEPTH:
         return f"<code>{esc(truncate(compact_json(value), MAX_CELL_CHARS))}</code>"
     if isinstance(value, dict):
-        return kv_table(value, depth + 1)
+        rows = keyed_rows(value)
+        return records_table(rows, preferred=["key"], depth=depth + 1) if rows else kv_table(value, depth + 1)
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(v, dict) for v in value):
             return records_table(value, depth=depth + 1)
@@ -120,10 +121,21 @@ def kv_table(d: dict, depth: int = 0) -> str:
     return f'<table class="kv">{rows}</table>'
 
 
+def keyed_rows(d: dict) -> list[dict] | None:
+    """``{key: {col: scalar}}`` (several keys) as rows with a leading "key" column, else None."""
+    if len(d) < 2 or not all(isinstance(v, dict) and v for v in d.values()):
+        return None
+    if any(isinstance(x, (dict, list, tuple)) for v in d.values() for x in v.values()):
+        return None
+    return [{"key": k, **v} for k, v in d.items()]
+
+
 def generic(value: Any) -> str:
-    """Any table value, whatever its shape: list of dicts → table, dict → key/value, else text."""
+    """Any table value, whatever its shape: list of dicts or dict of flat dicts → table,
+    dict → key/value, else text."""
     if isinstance(value, dict):
-        return kv_table(value)
+        rows = keyed_rows(value)
+        return records_table(rows, preferred=["key"]) if rows else kv_table(value)
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         return records_table(value)
     if isinstance(value, list) and not value:

@@ -46,7 +46,8 @@ def synthetic_results() -> dict:
             "order_matrix": {"samplers": ["top_k", "top_p", "temp"], "cells": [
                 {"first": "top_k", "second": "top_p", "relation": "differs", "tvd": 0.31,
                  "witness": {"logits": [1.0, 2.0], "note": EVIL, "id": "WITNESS-TK-TP"}},
-                {"first": "top_k", "second": "temp", "relation": "commute", "witness": None, "tvd": None},
+                {"first": "top_k", "second": "temp", "relation": "commute", "witness": None, "tvd": None,
+                 "why": "temp keeps the order <b>"},
                 {"first": "temp", "second": "top_p", "relation": "untested", "witness": None, "tvd": None}]},
             "zoo": [{"mutant": "topk_off_by_one", "description": "keeps k+1", "killed": True,
                      "examples_to_kill": 3, "killed_by": "impl_vs_oracle"},
@@ -59,6 +60,8 @@ def synthetic_results() -> dict:
             "stats_gate": {"alpha": 1e-6, "trials": 2000, "false_failures": 0, "per_test": {"dist": 1e-7}},
             "engine_matrix": {"oddly": ["shaped", 1, math.nan]},
             "weird_scalar": 42,
+            "ops_error_u": {"rmsnorm|impl_vs_oracle|float32": {"elements": 4096, "max_u": 2.5},
+                            "softmax|impl_vs_oracle|float16": {"elements": 512, "max_u": math.inf}},
         },
     }
 
@@ -103,6 +106,9 @@ def test_every_record_and_table_is_shown(page):
     assert "WITNESS-TK-TP" in page and 'title="top_k then top_p: differs (tvd 0.31)' in page
     assert "FINDING-NSIGMA" in page and "false_failures" in page and "weird_scalar" in page
     assert "gpu_impl.mirostat" in page and "NOT COVERED (2)" in page
+    assert "why: temp keeps the order &lt;b&gt;" in page
+    # a dict of flat dicts becomes one table keyed by its keys
+    assert "<th>key</th><th>elements</th><th>max_u</th>" in page and "<td>rmsnorm|impl_vs_oracle|float32</td>" in page
 
 
 def test_failure_is_prominent_and_truncated(page):
