@@ -4,13 +4,18 @@ these. Each takes an ``Impl`` (or None for oracle-only properties) and a drawn c
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
+from hypothesis import strategies as st
 
 import oracle.quants as oq
+from properties.catalogue.quants import RECORDS, QuantRecord, quant_records
 from properties.checks import PropertyFailure
 from properties.errors import ErrorReport
-from properties.quant_strategies import RawCase, ValueCase
+from properties.quant_strategies import (RawCase, ValueCase, get_rows_cases, matvec_cases, raw_cases,
+                                         row_offset_cases, value_cases)
 
 U32 = 2.0**-24
 
@@ -118,3 +123,31 @@ def check_idempotent(qimpl, case: ValueCase) -> None:
     if not same.all():
         i = np.unravel_index(int(np.flatnonzero(~same.reshape(-1))[0]), shape)
         fail("idempotent re-quantization", case, f"at {i}: P(x)={once[i]!r}, P(P(x))={twice[i]!r}")
+
+
+# ---- the property table: tests and the bug zoo are generated from it ----
+
+@dataclass(frozen=True)
+class QuantProperty:
+    name: str
+    records: Callable[[], list[QuantRecord]]
+    draw: Callable[[QuantRecord], st.SearchStrategy]
+    run: Callable[[Any, Any], ErrorReport | None]
+    label: str = "raw"
+    """The 'dtype' column of the results (what kind of input the property sees)."""
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(self.name)
+
+
+PROPERTIES: tuple[QuantProperty, ...] = (
+    QuantProperty("dequantize_bit_exact", lambda: list(RECORDS), lambda r: raw_cases([r]), check_dequantize),
+    QuantProperty("row_at_offset", lambda: list(RECORDS), row_offset_cases, lambda q, c: check_row_at_offset(q, *c)),
+    QuantProperty("get_rows", lambda: list(RECORDS), get_rows_cases, lambda q, c: check_get_rows(q, *c)),
+    QuantProperty("matvec_gamma_k", lambda: list(RECORDS), matvec_cases, lambda q, c: check_matvec(q, *c),
+                  "float32"),
+    QuantProperty("roundtrip_bound_in_steps", lambda: quant_records(quantizable=True),
+                  lambda r: value_cases([r], bounded=True), check_roundtrip, "float32"),
+    QuantProperty("idempotent", lambda: quant_records(quantizable=True, idempotent=True),
+                  lambda r: value_cases([r], bounded=True), check_idempotent, "float32"),
+)

@@ -166,3 +166,26 @@ def value_cases(draw, records: Sequence[QuantRecord], bounded: bool = False) -> 
     finite = record.block > 1 or bounded
     x = fill_values(family, (rows, blocks * record.block), record.block, seed, max_mag, finite)
     return ValueCase(record, family, rows, blocks, seed, x)
+
+
+# ---- composite draws for the row-level properties ----
+
+@st.composite
+def row_offset_cases(draw, record: QuantRecord) -> tuple[RawCase, int, int]:
+    """(matrix of 2..5 rows, base byte offset of the matrix in a larger buffer, row index)."""
+    case = draw(raw_cases([record], min_rows=2, max_rows=5), label="case")
+    base = draw(st.integers(0, 3 * record.nbytes + 5), label="base")
+    return case, base, draw(st.integers(0, case.rows - 1), label="row")
+
+
+@st.composite
+def get_rows_cases(draw, record: QuantRecord) -> tuple[RawCase, list[int]]:
+    case = draw(raw_cases([record], min_rows=1, max_rows=6), label="case")
+    return case, draw(st.lists(st.integers(0, case.rows - 1), max_size=8), label="ids")
+
+
+@st.composite
+def matvec_cases(draw, record: QuantRecord) -> tuple[RawCase, int]:
+    """A matrix with finite, moderate scales (so W·x is finite) and the seed of x ~ N(0, 1)."""
+    case = draw(raw_cases([record], finite=True, max_rows=4), label="case")
+    return case, draw(st.integers(0, 2**32 - 1), label="x_seed")

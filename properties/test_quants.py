@@ -8,69 +8,25 @@ from hypothesis import given, strategies as st
 
 import oracle.quants as oq
 from properties import recording
-from properties.catalogue.quants import RECORDS, quant_records
+from properties.catalogue.quants import BY_NAME, RECORDS
 from properties.helpers import covered
-from properties.quant_checks import (check_dequantize, check_get_rows, check_idempotent, check_matvec,
-                                     check_roundtrip, check_row_at_offset)
-from properties.quant_helpers import qimpl, record_params  # noqa: F401  (fixture)
-from properties.quant_strategies import fill_raw, raw_cases, value_cases
+from properties.quant_checks import PROPERTIES
+from properties.quant_helpers import qimpl  # noqa: F401  (fixture)
+from properties.quant_strategies import fill_raw
 
-@pytest.mark.parametrize("record", record_params(RECORDS))
+
+def _property_params():
+    return [pytest.param(p, r, id=f"{p.name}-{r.name}") for p in PROPERTIES for r in p.records()]
+
+
+@pytest.mark.parametrize("prop, record", _property_params())
 @given(data=st.data())
-def test_dequantize_bit_exact(qimpl, record, data):
-    case = data.draw(raw_cases([record]), label="case")
+def test_quant_property(qimpl, prop, record, data):
+    """Every (property, format) pair of ``quant_checks.PROPERTIES``; see each check's docstring."""
+    drawn = data.draw(prop.draw(record), label="case")
     with covered():
-        check_dequantize(qimpl, case)
-    recording.note(record.name, "dequantize_bit_exact", "raw")
-
-
-@pytest.mark.parametrize("record", record_params(RECORDS))
-@given(data=st.data())
-def test_row_at_block_aligned_offset(qimpl, record, data):
-    case = data.draw(raw_cases([record], min_rows=2, max_rows=5), label="case")
-    base = data.draw(st.integers(0, 3 * record.nbytes + 5), label="base")
-    row = data.draw(st.integers(0, case.rows - 1), label="row")
-    with covered():
-        check_row_at_offset(qimpl, case, base, row)
-    recording.note(record.name, "row_at_offset", "raw")
-
-
-@pytest.mark.parametrize("record", record_params(RECORDS))
-@given(data=st.data())
-def test_get_rows(qimpl, record, data):
-    case = data.draw(raw_cases([record], min_rows=1, max_rows=6), label="case")
-    ids = data.draw(st.lists(st.integers(0, case.rows - 1), max_size=8), label="ids")
-    with covered():
-        check_get_rows(qimpl, case, ids)
-    recording.note(record.name, "get_rows", "raw")
-
-
-@pytest.mark.parametrize("record", record_params(RECORDS))
-@given(data=st.data())
-def test_matvec_error_model(qimpl, record, data):
-    case = data.draw(raw_cases([record], finite=True, max_rows=4), label="case")
-    seed = data.draw(st.integers(0, 2**32 - 1), label="x_seed")
-    with covered():
-        rep = check_matvec(qimpl, case, seed)
-    recording.note(record.name, "matvec_gamma_k", "float32", rep)
-
-
-@pytest.mark.parametrize("record", record_params(quant_records(quantizable=True)))
-@given(data=st.data())
-def test_roundtrip_within_block_bound(qimpl, record, data):
-    case = data.draw(value_cases([record], bounded=True), label="case")
-    with covered():
-        rep = check_roundtrip(qimpl, case)
-    recording.note(record.name, "roundtrip_bound_in_steps", "float32", rep)
-
-
-@pytest.mark.parametrize("record", record_params(quant_records(quantizable=True, idempotent=True)))
-@given(data=st.data())
-def test_requantize_is_idempotent(qimpl, record, data):
-    case = data.draw(value_cases([record], bounded=True), label="case")
-    with covered():
-        check_idempotent(qimpl, case)
-    recording.note(record.name, "idempotent", "float32")
+        report = prop.run(qimpl, drawn)
+    recording.note(record.name, prop.name, prop.label, report)
 
 
 # ---- bad input: the same cases for the oracle and the implementation ----
@@ -115,7 +71,7 @@ def test_unknown_type_id_is_a_clear_value_error(qimpl, side, type_id):
 
 @pytest.mark.parametrize("side", ["oracle", "impl"])
 def test_row_helpers_reject_out_of_range(qimpl, side):
-    case = fill_raw(oq.BLOCK and RECORDS[7], 3, 1, 0, ["normal"] * 3)  # Q8_0, 3 rows
+    case = fill_raw(BY_NAME["Q8_0"], 3, 1, 0, ["normal"] * 3)
     qt, n = int(case.record.qtype), case.shape[1]
     call = (lambda fn, *a: getattr(oq, fn)(*a)) if side == "oracle" else (lambda fn, *a: qimpl(fn, *a))
     with covered():
