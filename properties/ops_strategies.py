@@ -214,3 +214,18 @@ def attention_cases(draw, dtype: str, *, prefill: bool = False, shuffle: bool | 
          "scale": draw(st.sampled_from([None, None, 1.0, 0.125]), label="scale")}
     family = _family(draw, dtype, ("normal", "wide", "ties"))
     return OpCase("attention", dtype, family, draw(SEEDS, label="seed"), shape, p)
+
+
+@st.composite
+def step_cases(draw, dtype: str) -> tuple[OpCase, dict[str, Any]]:
+    """A prefill-shaped attention case (positions in order) plus the RoPE parameters an engine
+    step applies to q and k before appending k/v to its cache."""
+    case = draw(attention_cases(dtype, prefill=True, shuffle=False, max_keys=8), label="attention")
+    rc = draw(rope_cases(dtype), label="rope")
+    rope = dict(rc.params)
+    d = case.shape["head_dim"]
+    rope["n_dims"] = min(rope["n_dims"], d) // 2 * 2 or 2
+    if "freq_factors" in rc.arrays:
+        half = rope["n_dims"] // 2
+        rope["freq_factors"] = np.resize(rc.arrays["freq_factors"], half)
+    return case, rope
