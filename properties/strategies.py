@@ -151,3 +151,13 @@ def cases(draw: st.DrawFn, param_strategy: Callable[[int, int], st.SearchStrateg
 def per_row(strategy: st.SearchStrategy, batch: int, dtype=np.float64) -> st.SearchStrategy[np.ndarray]:
     """One parameter value per row, as the [B] array gpu_impl takes."""
     return st.lists(strategy, min_size=batch, max_size=batch).map(lambda xs: np.asarray(xs, dtype=dtype))
+
+
+def floats32(lo: float, hi: float, **kw) -> st.SearchStrategy[float]:
+    """float32 values in [lo, hi], with the bounds moved inwards to representable floats."""
+    lo32, hi32 = np.float32(lo), np.float32(hi)
+    if lo32 < lo:
+        lo32 = np.nextafter(lo32, np.float32(np.inf))
+    if hi32 > hi:
+        hi32 = np.nextafter(hi32, np.float32(-np.inf))
+    return st.floats(float(lo32), float(hi32), width=32, allow_nan=False, **kw)

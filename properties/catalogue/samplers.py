@@ -10,7 +10,7 @@ from oracle import samplers as s
 from oracle.rng import Replay
 from properties.catalogue.record import Params, SamplerRecord
 from properties.errors import U32, log2n, mass_allowance
-from properties.strategies import per_row
+from properties.strategies import floats32, per_row
 
 
 def _dict(**strategies: st.SearchStrategy) -> st.SearchStrategy[Params]:
@@ -18,7 +18,7 @@ def _dict(**strategies: st.SearchStrategy) -> st.SearchStrategy[Params]:
 
 
 def _prob(special: tuple[float, ...], lo: float, hi: float) -> st.SearchStrategy[float]:
-    return st.one_of(st.sampled_from(special), st.floats(lo, hi, allow_nan=False, width=32))
+    return st.one_of(st.sampled_from(special), floats32(lo, hi))
 
 
 def _logit_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
@@ -130,7 +130,7 @@ def _bias_params(batch: int, vocab: int) -> st.SearchStrategy[Params]:
     return _dict(
         bias_ids=st.lists(st.lists(st.integers(-1, vocab - 1), min_size=m, max_size=m), min_size=batch, max_size=batch)
         .map(lambda x: np.asarray(x, dtype=np.int64)),
-        bias_vals=st.lists(st.lists(st.one_of(st.floats(-30, 30, width=32), st.just(-math.inf)), min_size=m, max_size=m),
+        bias_vals=st.lists(st.lists(st.one_of(floats32(-30, 30), st.just(-math.inf)), min_size=m, max_size=m),
                            min_size=batch, max_size=batch).map(lambda x: np.asarray(x, dtype=np.float64)),
     )
 
@@ -138,8 +138,8 @@ def _bias_params(batch: int, vocab: int) -> st.SearchStrategy[Params]:
 def _temp_ext_params(batch: int, vocab: int) -> st.SearchStrategy[Params]:
     # delta < t keeps the dynamic temperature > 0: at T -> 0 the fp32 entropy of a one-hot row
     # rounds to exactly 0 and the choice "argmax mask vs l/tiny" is legitimately ambiguous.
-    row = st.floats(0.1, 3.0, width=32).flatmap(
-        lambda t: st.tuples(st.just(t), st.one_of(st.just(0.0), st.floats(0.0, 0.9 * t, width=32)),
+    row = floats32(0.1, 3.0).flatmap(
+        lambda t: st.tuples(st.just(t), st.one_of(st.just(0.0), floats32(0.0, 0.9 * t)),
                             st.sampled_from([0.5, 1.0, 2.0])))
     return st.lists(row, min_size=batch, max_size=batch).map(lambda rows: {
         "t": np.array([r[0] for r in rows]), "delta": np.array([r[1] for r in rows]),
@@ -255,7 +255,7 @@ RECORDS: list[SamplerRecord] = [
         params=lambda b, v: _dict(probability=per_row(_prob((0.0, 0.5, 1.0), 0.0, 1.0), b),
                                   threshold=per_row(_prob((0.1, 0.3, 0.5, 0.6), 0.0, 0.6), b),
                                   min_keep=per_row(st.sampled_from([0, 1, 3]), b, np.int64),
-                                  chance=per_row(st.floats(0, 1, exclude_max=True, width=32), b, np.float32)),
+                                  chance=per_row(floats32(0, 1, exclude_max=True), b, np.float32)),
         impl=lambda impl, x, p: impl("xtc", x, p["chance"], p["probability"], p["threshold"], p["min_keep"]),
         variants=_xtc_variants, key=_logit_key,
         noop=({"probability": 0.0, "threshold": 0.1, "min_keep": 0, "chance": 0.0},
