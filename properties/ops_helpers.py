@@ -6,10 +6,11 @@ import importlib
 
 import pytest
 
+from properties import recording
 from properties.backends import NOT_COVERED, load_impl
-from properties.catalogue.ops import OP_RECORDS, OpRecord
-from properties.helpers import covered  # noqa: F401  (re-exported for the ops tests)
+from properties.helpers import covered
 from properties.ops_errors import note
+from properties.ops_properties import OpProperty, properties
 
 
 @pytest.fixture(scope="session")
@@ -26,13 +27,16 @@ def oimpl(impl):
     return load_impl(name, impl.backend, module)
 
 
-def record_dtype_params(records: list[OpRecord] = OP_RECORDS):
-    return [pytest.param(r, d, id=f"{r.name}-{d}") for r in records for d in r.dtypes]
+def property_params(group: str):
+    return [pytest.param(p, d, id=f"{p.name}-{d}") for p in properties(group) for d in p.dtypes]
 
 
-def dtype_params(dtypes=("float32", "float16", "bfloat16")):
-    return [pytest.param(d, id=d) for d in dtypes]
-
-
-def measured(op: str, prop: str, dtype: str, result) -> None:
-    note(op, prop, dtype, *(result if result is not None else (None, None)))
+def run_property(oimpl, prop: OpProperty, dtype: str, data) -> None:
+    """Draw one example, run the property, record what it measured."""
+    example = data.draw(prop.draw(dtype), label="example")
+    with covered():
+        result = prop.body(oimpl, example)
+    if result is None:
+        recording.note(prop.op, prop.name, dtype)
+    else:
+        note(prop.op, prop.name, dtype, *result)

@@ -1,0 +1,46 @@
+"""The ops bug zoo: every mutant in ``properties.ops_zoo`` must be killed by its property.
+
+Each mutant runs its property under the active hypothesis profile (no database, so the count
+is honest); the test fails if the property survives. The number of examples hypothesis drew
+before the first failure and the shrunk witness go to ``recording.table("ops_zoo", …)``.
+"""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from properties import recording
+from properties.backends import load_impl
+from properties.checks import PropertyFailure
+from properties.ops_helpers import oimpl  # noqa: F401
+from properties.ops_properties import PROPERTIES_BY_NAME
+from properties.ops_zoo import OP_MUTANTS, mutate
+
+KILLS: dict[str, dict] = {}
+
+
+@pytest.mark.parametrize("mutant", OP_MUTANTS, ids=lambda m: m.name)
+def test_mutant_is_killed(oimpl, mutant):
+    module = mutate(oimpl.module, mutant)
+    target = load_impl(module.__name__, oimpl.backend, module)
+    prop = PROPERTIES_BY_NAME[mutant.prop]
+    seen = {"drawn": 0, "first_kill": None}
+
+    @settings(database=None, report_multiple_bugs=False, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(data=st.data())
+    def search(data):
+        example = data.draw(prop.draw(mutant.dtype), label="example")
+        seen["drawn"] += 1
+        try:
+            prop.body(target, example)
+        except PropertyFailure:
+            seen["first_kill"] = seen["first_kill"] or seen["drawn"]
+            raise
+
+    with pytest.raises(PropertyFailure) as killed:
+        search()
+    witness = str(killed.value).split("\n")
+    KILLS[mutant.name] = {"bug": mutant.bug, "property": mutant.prop, "dtype": mutant.dtype,
+                          "examples_to_kill": seen["first_kill"], "why": witness[0][:300],
+                          "witness": next((w for w in witness if w.startswith("CASE")), "")[:400]}
+    recording.table("ops_zoo", KILLS)
