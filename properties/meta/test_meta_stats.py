@@ -8,9 +8,11 @@ p are Multinomial(N, p), so this is statistically identical to drawing N token i
   with probability <= 4.1e-7; the bulk is checked too: p < 0.01 in no more runs than a
   calibrated p-value allows (binomial upper 1e-7 quantile).
 - power: counts from a distribution at TVD exactly 0.02 (shapes in perturbations.py) fail in
-  >= 95 % of runs at POWER_N, the sample size test_distribution uses. The χ² noncentrality of the
-  weakest shape (temperature-like) at N = 100,000 is ~200 against ~140 needed for 99.5 % power,
-  so a 95 % floor over >= 200 runs per shape fails by chance with probability < 1e-6.
+  >= 95 % of runs at POWER_N, the sample size test_distribution uses. For the weakest shape
+  (temperature-like) the probability-order χ² alone has noncentrality >= 200 at N = 100,000
+  against <= 171 needed for 99.5 % power: it misses a run with probability <= 3.4e-5 (flat/1000,
+  from scipy.stats.ncx2), so the 95 % floor over >= 200 runs per shape never fails by chance
+  (< 1e-6).
 - mutant: an inverse-CDF sampler that accumulates its CDF in float16 is killed; the samples
   needed are measured.
 
