@@ -72,9 +72,10 @@ def elementwise_error(out_hat: np.ndarray, out64: np.ndarray, allowed_u: np.ndar
     if inf_mismatch.any():
         i = int(np.flatnonzero(inf_mismatch)[0])
         return ErrorReport(math.inf, float(np.broadcast_to(allowed_u, out64.shape)[i]), i)
-    finite = np.isfinite(out64)
+    finite = np.isfinite(out64) & np.isfinite(out_hat)
     scale = u * np.maximum(np.abs(out64), np.finfo(np.float32).tiny)
-    err_u = np.where(finite, np.abs(out_hat - out64) / np.where(finite, scale, 1.0), 0.0)
+    with np.errstate(invalid="ignore"):
+        err_u = np.where(finite, np.abs(out_hat - out64) / np.where(finite, scale, 1.0), 0.0)
     allowed = np.broadcast_to(allowed_u, out64.shape)
     i = int(np.argmax(err_u / allowed))
     return ErrorReport(float(err_u[i]), float(allowed[i]), i)

@@ -116,7 +116,8 @@ class Case:
         return self.logits[b].astype(np.float64)
 
     def row_params(self, b: int) -> dict:
-        return {k: (v[b].item() if isinstance(v, np.ndarray) else v) for k, v in self.params.items()}
+        return {k: ((v[b].item() if v.ndim == 1 else v[b]) if isinstance(v, np.ndarray) else v)
+                for k, v in self.params.items()}
 
     def __repr__(self) -> str:
         shown = {k: (np.asarray(v).tolist()) for k, v in self.params.items()}

@@ -40,10 +40,15 @@ class SamplerRecord:
     legal: Callable[[np.ndarray, Params], np.ndarray] | None = None
     """For selections: mask of tokens the impl may legally return (default: the oracle's union
     over ``variants``)."""
+    masked_are_candidates: bool = True
+    """False where llama.cpp's result depends on how many -inf entries the array holds (temp_ext's
+    ln(size)): a masked row cannot say whether -inf was a candidate, so the reference for a
+    fixed-shape impl is the oracle on the array without its -inf entries."""
     noop: tuple[Params, ...] = ()
     """Scalar parameter sets for which the sampler must be an exact no-op."""
-    monotone: tuple[tuple[str, int], ...] = ()
-    """(param, +1 if the survivor set grows with it / -1 if it shrinks)."""
+    monotone: tuple[tuple[str, int, float], ...] = ()
+    """(param, +1 if the survivor set grows with it / -1 if it shrinks, smallest value at which the
+    sampler is active: k <= 0 and n <= 0 switch it off, which means "keep all")."""
     min_keep: bool = False
     families: tuple[str, ...] | None = None
     dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
@@ -60,6 +65,8 @@ class SamplerRecord:
 
     def run_oracle(self, row64: np.ndarray, params: Params) -> TokenDataArray:
         cur = TokenDataArray.from_logits(row64)
+        if not self.masked_are_candidates:
+            cur.keep(np.flatnonzero(np.isfinite(cur.logits)))
         self.oracle({**params, "n_vocab": row64.size}).apply(cur)
         return cur
 
