@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 from unittest import mock
 
 import numpy as np

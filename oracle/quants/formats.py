@@ -48,6 +48,7 @@ BlockEncoder = Callable[[np.ndarray], np.ndarray]
 """[n_blocks, block_size] float32 -> [n_blocks, type_size] uint8."""
 
 DECODERS: dict[QType, BlockDecoder] = {}
+CHUNK_ELEMENTS = 1 << 20
 ENCODERS: dict[QType, BlockEncoder] = {}
 
 
@@ -98,8 +99,13 @@ def dequantize(raw: np.ndarray, qtype: int, shape: Sequence[int]) -> np.ndarray:
     want = prod(shape) // bs * ts
     if data.size != want:
         raise ValueError(f"{qt.name}: shape {shape} needs {want} bytes, got {data.size}")
+    blocks = data.reshape(-1, ts)
+    step = max(1, CHUNK_ELEMENTS // bs)  # bounded float64 temporaries for big tensors
+    out = np.empty((blocks.shape[0], bs), np.float32)
     with np.errstate(all="ignore"):  # inf·0 = NaN and overflow to inf are the IEEE results we specify
-        return DECODERS[qt](data.reshape(-1, ts)).reshape(shape)
+        for i in range(0, blocks.shape[0], step):
+            out[i:i + step] = DECODERS[qt](blocks[i:i + step])
+    return out.reshape(shape)
 
 
 def quantize(values: np.ndarray, qtype: int) -> np.ndarray:
