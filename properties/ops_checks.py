@@ -189,3 +189,24 @@ def check_log_softmax_is_log_softmax(oimpl, case: OpCase) -> None:
     if (gap[ok] > allowed[ok]).any():
         i = np.argmax(np.where(ok, gap - allowed, -np.inf))
         fail("log_softmax == log(softmax)", case, f"differ by {gap.flat[i]:.4g} > {allowed.flat[i]:.4g}")
+
+
+def check_masked_equals_truncated(oimpl, case: OpCase):
+    """The fixed-shape masked softmax equals the softmax of the truncated row: masked entries
+    exactly 0, the rest within the model of the softmax over only the unmasked entries."""
+    p = np.asarray(call(oimpl, "softmax", "masked == truncated", case, **case.kwargs), dtype=np.float64)
+    z, _ = m._logits(case)
+    p = np.moveaxis(p, case.params.get("axis", -1), -1)
+    scale, bound = (np.moveaxis(a, case.params.get("axis", -1), -1) for a in m.softmax_model(case, None))
+    worst = None
+    for r in np.ndindex(z.shape[:-1]):
+        keep = np.isfinite(z[r])
+        if not keep.any() or np.isnan(z[r]).any() or (z[r] == np.inf).any():
+            continue
+        if (p[r][~keep] != 0).any():
+            fail("masked softmax == truncated softmax", case, f"row {r}: a masked entry has probability != 0")
+        truncated = oracle_ops.softmax(z[r][keep])
+        rep, err = compare("masked softmax == truncated softmax", case, p[r][keep], truncated, scale[r][keep],
+                           bound[r][keep])
+        worst = (rep, err) if worst is None or rep.ratio > worst[0].ratio else worst
+    return worst

@@ -15,7 +15,10 @@ from properties.catalogue.ops import OP_RECORDS, OP_RECORDS_BY_NAME as OPS
 from properties import ops_attention_checks as ac
 from properties import ops_checks as oc
 from properties.ops_fill import fill
-from properties.ops_strategies import attention_cases, norm_cases, rope_cases, step_cases
+from properties.ops_strategies import attention_cases, norm_cases, rope_cases, row_cases, step_cases
+from properties.strategies import FAMILIES
+
+LOGIT_FAMS = tuple(FAMILIES)
 
 ALL_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -87,6 +90,10 @@ PROPERTIES: list[OpProperty] = [_oracle_prop(r) for r in OP_RECORDS] + [
     OpProperty("rope_invariants", "rope", _rope_invariant_args, _rope_invariants),
     OpProperty("softcap_odd_bounded_near_identity", "softcap", OPS["softcap"].cases, oc.check_softcap_shape),
     OpProperty("gelu_tanh_within_gap_of_erf", "gelu", OPS["gelu_tanh"].cases, oc.check_gelu_gap),
+    OpProperty("masked_softmax_equals_truncated", "softmax",
+               lambda d: row_cases("softmax", d, LOGIT_FAMS, st.fixed_dictionaries(
+                   {"scale": st.sampled_from([1.0, 0.125, 2.0])}), axes=True, force_mask=True),
+               oc.check_masked_equals_truncated),
     OpProperty("log_softmax_is_log_of_softmax", "log_softmax", OPS["log_softmax"].cases,
                oc.check_log_softmax_is_log_softmax),
     OpProperty("step_vs_oracle", "attention_step", step_cases, lambda impl, a: ac.check_step_matches_oracle(impl, *a),

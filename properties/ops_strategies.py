@@ -152,12 +152,14 @@ def _n(draw, lengths=ROW_LENGTHS) -> int:
 
 @st.composite
 def row_cases(draw, op: str, dtype: str, families: tuple[str, ...], params: st.SearchStrategy[dict] = st.just({}),
-              masks: bool = False, axes: bool = False) -> OpCase:
+              masks: bool = False, axes: bool = False, force_mask: bool = False) -> OpCase:
     p = dict(draw(params, label="params"))
     if axes:
         p["axis"] = draw(st.sampled_from([-1, 0]), label="axis")
     shape = {"rows": draw(st.integers(1, 4), label="rows"), "n": _n(draw)}
-    if masks:
+    if force_mask:
+        shape["mask"] = 1
+    elif masks:
         shape["mask"] = int(draw(st.booleans(), label="mask"))
     return OpCase(op, dtype, _family(draw, dtype, families), draw(SEEDS, label="seed"), shape, p)
 

@@ -226,6 +226,10 @@ OP_MUTANTS: list[OpMutant] = [
              lambda o: {"matmul": _matmul_fp16_accumulate}),
     OpMutant("embedding_scale_rounded_bf16", "√d rounded to bf16 before scaling (55.4256 → 55.5)",
              "impl_vs_oracle[embedding]", "float32", _kw("embedding", scale=lambda s: _bf16(s))),
+    OpMutant("softmax_mask_as_large_negative", "mask -inf replaced by -1e4 (a 'safe' finite mask value)",
+             "masked_softmax_equals_truncated", "float32",
+             lambda o: {"softmax": lambda x, axis=-1, scale=1.0, mask=None: o.softmax(
+                 x, axis, scale, None if mask is None else _xp(mask).maximum(_f32(mask), -1e4))}),
     OpMutant("rope_positions_through_fp16", "positions passed through fp16 (exact only below 2048)",
              "impl_vs_oracle[rope]", "float32",
              lambda o: {"rope": lambda x, positions, **kw: o.rope(
