@@ -48,7 +48,7 @@ class Penalties(Sampler):
 
 
 class LogitBias(Sampler):
-    """Add a bias to each listed token id that is still a candidate; order kept."""
+    """Add a bias to each listed token id that is still a candidate; array order kept."""
 
     name = "logit-bias"
 
@@ -62,6 +62,10 @@ class LogitBias(Sampler):
         np.add.at(bias, self.tokens, self.values)
         in_vocab = cur.ids < self.n_vocab
         cur.logits = cur.logits + np.where(in_vocab, bias[np.minimum(cur.ids, self.n_vocab - 1)], 0.0)
+        # llama.cpp leaves ``sorted`` set here, so a later top_k/top_p/min_p trusts a stale order
+        # (finding LC-STALE-SORTED, replayed against llama.cpp in properties/test_peer_findings.py).
+        # The spec invalidates the order, as every other logit-changing sampler does.
+        cur.sorted = False
 
 
 def penalties(last_n: int, repeat: float, freq: float, present: float) -> Sampler:

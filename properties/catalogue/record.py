@@ -63,16 +63,17 @@ class SamplerRecord:
     def has_impl(self) -> bool:
         return self.impl is not None
 
-    def run_oracle(self, row64: np.ndarray, params: Params) -> TokenDataArray:
+    def run_oracle(self, row64: np.ndarray, params: Params, truncated: bool = False) -> TokenDataArray:
+        """The oracle on ``row64``; ``truncated`` drops -inf entries first (a truncating chain's view)."""
         cur = TokenDataArray.from_logits(row64)
-        if not self.masked_are_candidates:
+        if truncated or not self.masked_are_candidates:
             cur.keep(np.flatnonzero(np.isfinite(cur.logits)))
         self.oracle({**params, "n_vocab": row64.size}).apply(cur)
         return cur
 
-    def oracle_kept(self, row64: np.ndarray, params: Params) -> np.ndarray:
+    def oracle_kept(self, row64: np.ndarray, params: Params, truncated: bool = False) -> np.ndarray:
         """Survivor mask over the vocab (finite survivors only: -inf is 'not a candidate')."""
-        cur = self.run_oracle(row64, params)
+        cur = self.run_oracle(row64, params, truncated)
         kept = np.zeros(row64.size, dtype=bool)
         kept[cur.ids[np.isfinite(cur.logits)]] = True
         return kept
@@ -85,10 +86,10 @@ class SamplerRecord:
             legal[self.run_oracle(row64, v).selected_token] = True
         return legal
 
-    def must_may(self, row64: np.ndarray, params: Params) -> tuple[np.ndarray, np.ndarray]:
+    def must_may(self, row64: np.ndarray, params: Params, truncated: bool = False) -> tuple[np.ndarray, np.ndarray]:
         from properties.errors import bracket
 
-        sets = [self.oracle_kept(row64, v) for v in self.variants(params, row64)]
+        sets = [self.oracle_kept(row64, v, truncated) for v in self.variants(params, row64)]
         key, eps = self.key(row64, params) if self.key else (None, 0.0)
         if self.bracket_on == "removed":
             finite = np.isfinite(row64)
