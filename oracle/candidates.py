@@ -12,6 +12,7 @@ comparison against llama.cpp must treat tied entries as interchangeable.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -30,11 +31,20 @@ def validate_logits_row(logits: np.ndarray) -> np.ndarray:
     if not (np.issubdtype(arr.dtype, np.floating) or arr.dtype.kind == "V" or arr.dtype.name == "bfloat16"):
         raise ValueError(f"logits must be floating point, got dtype {arr.dtype}")
     out = arr.astype(np.float64)
-    if np.isnan(out).any():
+    top = out.max()  # one pass: NaN propagates through max, and +inf is the max if present
+    if np.isnan(top):
         raise ValueError(f"logits contain NaN at token ids {np.flatnonzero(np.isnan(out))[:8].tolist()}")
-    if np.isposinf(out).any():
-        raise ValueError(f"logits contain +inf at token ids {np.flatnonzero(np.isposinf(out))[:8].tolist()}")
+    if top == np.inf:
+        raise ValueError(f"logits contain +inf at token ids {np.flatnonzero(out == np.inf)[:8].tolist()}")
     return out
+
+
+@lru_cache(maxsize=8)
+def _identity_ids(n: int) -> np.ndarray:
+    """0..n-1, shared and read-only: samplers replace ``ids`` (fancy indexing), never write it."""
+    ids = np.arange(n, dtype=np.int64)
+    ids.flags.writeable = False
+    return ids
 
 
 @dataclass
@@ -52,8 +62,10 @@ class TokenDataArray:
     def from_logits(cls, logits: np.ndarray) -> "TokenDataArray":
         """Build the array llama.cpp builds from raw logits: ids 0..n-1, p = 0, unsorted."""
         row = validate_logits_row(logits)
+        if row is logits:  # astype may return its input; the array must own its logits
+            row = row.copy()
         n = row.size
-        return cls(ids=np.arange(n, dtype=np.int64), logits=row.copy(), p=np.zeros(n), n_vocab=n)
+        return cls(ids=_identity_ids(n), logits=row, p=np.zeros(n), n_vocab=n)
 
     @property
     def size(self) -> int:
@@ -66,6 +78,18 @@ class TokenDataArray:
     def keep(self, index: np.ndarray | slice) -> None:
         """Restrict to ``index`` (positions), in the order given."""
         self.ids, self.logits, self.p = self.ids[index], self.logits[index], self.p[index]
+
+    def top_positions(self, m: int) -> np.ndarray:
+        """Positions of the m largest logits in descending order, ties by position: exactly the
+        first m entries of a full stable sort, in O(n + m log m)."""
+        n = self.size
+        if m >= n:
+            return np.argsort(-self.logits, kind="stable")
+        kth = np.partition(self.logits, n - m)[n - m]
+        above = np.flatnonzero(self.logits > kth)
+        ties = np.flatnonzero(self.logits == kth)[: m - above.size]
+        chosen = np.concatenate([above, ties])
+        return chosen[np.argsort(-self.logits[chosen], kind="stable")]
 
     def sort_descending(self) -> None:
         """Sort by logit, descending; ties keep their current relative order."""

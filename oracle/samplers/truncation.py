@@ -35,8 +35,8 @@ class TopK(Sampler):
 def apply_top_k(cur: TokenDataArray, k: int) -> None:
     if k <= 0:
         return
-    cur.sort_descending()
-    cur.keep(slice(0, min(k, cur.size)))
+    cur.keep(slice(0, min(k, cur.size)) if cur.sorted else cur.top_positions(k))
+    cur.sorted = True
 
 
 class TopP(Sampler):
@@ -51,11 +51,19 @@ class TopP(Sampler):
         if self.p >= 1 or cur.size == 0 or not np.isfinite(cur.logits).any():
             return
         cur.softmax(do_sort=False)
-        cur.sort_descending()
-        cum = np.cumsum(cur.p)
-        pos = np.arange(1, cur.size + 1)
-        stop = _first_true((cum >= self.p) & (pos >= self.min_keep))
-        cur.keep(slice(0, cur.size if stop is None else stop + 1))
+        # Only the prefix up to the crossing token matters: sort the top m, grow m if the mass
+        # has not reached p yet (llama.cpp does the same with 256 and a bucket sort).
+        m = 256
+        while True:
+            order = np.arange(cur.size) if cur.sorted else cur.top_positions(m)
+            cum = np.cumsum(cur.p[order])
+            pos = np.arange(1, order.size + 1)
+            stop = _first_true((cum >= self.p) & (pos >= self.min_keep))
+            if stop is not None or order.size == cur.size:
+                break
+            m *= 8
+        cur.keep(order[: order.size if stop is None else stop + 1])
+        cur.sorted = True
 
 
 class MinP(Sampler):
