@@ -57,10 +57,10 @@ def _rope_restart(o):
 
 
 def _refeed(o):
-    fed: dict[int, list] = {}
-
     def attention_step(cache, q, k, v, positions, *, rope=None, **attn):
-        seq = fed.setdefault(id(cache), [])
+        if not hasattr(cache, "zoo_fed"):  # the driver's token history lives with its cache
+            cache.zoo_fed = []
+        seq = cache.zoo_fed
         seq.append((q, k, v))
         xp = _xp(q)
         whole = [xp.concatenate([s[i] for s in seq]) for i in range(3)]

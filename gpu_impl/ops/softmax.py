@@ -30,7 +30,8 @@ def _logits(x: Any, axis: int, scale: float, mask: Any) -> tuple[Any, Any, int]:
             raise ValueError("mask entries must be finite or -inf (found NaN or +inf)")
         if m.ndim > z.ndim or any(a not in (1, b) for a, b in zip(m.shape[::-1], z.shape[::-1])):
             raise ValueError(f"mask of shape {tuple(m.shape)} does not broadcast to x's shape {tuple(z.shape)}")
-        z = z + m
+        with quiet():  # x = +inf under a -inf mask: NaN, decided below (row undefined)
+            z = z + m
     return xp, z, axis
 
 

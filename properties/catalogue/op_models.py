@@ -59,13 +59,17 @@ def softmax_model(case: OpCase, exact: np.ndarray):
 
 
 def log_softmax_model(case: OpCase, exact: np.ndarray):
-    """Absolute (scale 1): 2|z_i - m| + the normaliser's relative error (as softmax) + log's
-    2|ln S| + the final subtraction |y_i| (covers log(softmax) too, where p does not underflow)."""
+    """Absolute error 2|z_i - m| + the normaliser's relative error (as softmax) + log's 2|ln S|
+    + the final subtraction |y_i| (covers log(softmax) too, where p does not underflow); stated
+    relative to the magnitude those terms come from, 1 + |z_i - m| + |y_i| + |ln S| + argument
+    roundings, so that errors read in u of the numbers involved."""
     p, d, E, Ebar, n, log_s = _softmax_terms(case)
     ax = case.params.get("axis", -1)
     y = np.moveaxis(np.where(np.isfinite(exact), exact, 0.0), ax, -1)
-    bound = 2 * np.abs(d) + (E - 2 * np.abs(d)) + Ebar + (n - 1) + FN["log"] * np.abs(log_s) + np.abs(y) + 3
-    return np.ones_like(exact), np.moveaxis(bound, -1, ax)
+    args = E - 2 * np.abs(d) - FN["exp"]  # a·(|z_i| + |m|): the roundings z carries
+    absolute = 2 * np.abs(d) + args + FN["exp"] + Ebar + (n - 1) + FN["log"] * np.abs(log_s) + np.abs(y) + 3
+    scale = 1 + np.abs(d) + np.abs(y) + np.abs(log_s) + args
+    return np.moveaxis(scale, -1, ax), np.moveaxis(absolute / scale, -1, ax)
 
 
 def rms_norm_model(case: OpCase, exact: np.ndarray):

@@ -100,7 +100,8 @@ OP_RECORDS: list[OpRecord] = [
              m.softmax_model, "p_i relative: 2|z_i - m| + 4 + argument roundings, the row's p-weighted mean of "
              "those, (n - 1) for the sum, 2 for the division"),
     OpRecord("log_softmax", "log_softmax", _rows("log_softmax", LOGIT_FAMS, _softmax_params(), masks=True, axes=True),
-             m.log_softmax_model, "absolute: softmax's normaliser error + 2|z_i - m| + 2|ln S| + |y_i| + 3"),
+             m.log_softmax_model, "softmax's normaliser error + 2|z_i - m| + 2|ln S| + |y_i| + 3, relative to "
+             "1 + |z_i - m| + |y_i| + |ln S|"),
     OpRecord("rms_norm", "rms_norm", lambda d: norm_cases("rms_norm", d), m.rms_norm_model,
              "(n + 2)/2 + 12 relative to |x_i·w_i|/rms"),
     OpRecord("layer_norm", "layer_norm", lambda d: norm_cases("layer_norm", d), m.layer_norm_model,
