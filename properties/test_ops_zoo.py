@@ -1,7 +1,8 @@
 """The ops bug zoo: every mutant in ``properties.ops_zoo`` must be killed by its property.
 
 Each mutant runs its property under the active hypothesis profile (no database, so the count
-is honest); the test fails if the property survives. The number of examples hypothesis drew
+is honest); the test fails if the property survives, or if the unmutated implementation fails
+the shrunk witness too (a false kill). The number of examples hypothesis drew
 before the first failure and the shrunk witness go to ``recording.table("ops_zoo", …)``.
 """
 from __future__ import annotations
@@ -35,10 +36,13 @@ def test_mutant_is_killed(oimpl, mutant):
             prop.body(target, example)
         except PropertyFailure:
             seen["first_kill"] = seen["first_kill"] or seen["drawn"]
+            seen["witness"] = example  # the last failure hypothesis runs is the shrunk one it reports
             raise
 
     with pytest.raises(PropertyFailure) as killed:
         search()
+    # control: the unmutated implementation passes the witness, so the kill is the mutation's
+    prop.body(oimpl, seen["witness"])
     witness = str(killed.value).split("\n")
     KILLS[mutant.name] = {"bug": mutant.bug, "property": mutant.prop, "dtype": mutant.dtype,
                           "examples_to_kill": seen["first_kill"], "why": witness[0][:300],
