@@ -1,0 +1,62 @@
+"""Temperature: plain (``temp``) and entropy-driven dynamic (``temp_ext``)."""
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+from gpu_impl._array import NEG_INF, as_logits, quiet, row_param
+from gpu_impl.softmax import entropy_from_logits
+
+
+def apply_temp(xp: ModuleType, x: Any, t: Any) -> Any:
+    """``l / t`` per row; a row with ``t <= 0`` keeps only its first maximal logit."""
+    pos = t > 0
+    with quiet():
+        out = x / xp.where(pos, t, 1)[:, None]
+    if not bool(xp.isfinite(t).all()):
+        # l / inf: finite logits go to 0, but -inf / inf is NaN and must stay excluded
+        out = xp.where(x == NEG_INF, NEG_INF, out)
+    if not bool(pos.all()):
+        first = xp.argmax(x, axis=1)
+        argmax_only = xp.where(xp.arange(x.shape[1])[None, :] == first[:, None], x, NEG_INF)
+        out = xp.where(pos[:, None], out, argmax_only)
+    return out
+
+
+def temp(logits: Any, t: Any) -> Any:
+    """``l / t`` for ``t > 0``; for ``t <= 0`` the first maximal logit is kept and every other
+    token becomes -inf (nothing is reordered). ``t == 1`` is an exact no-op."""
+    xp, x, _ = as_logits(logits)
+    t = row_param(t, x.shape[0], "t", xp)
+    if bool((t == 1).all()):
+        return x.copy()
+    return apply_temp(xp, x, t)  # l / 1 is exact, so t == 1 rows need no special case
+
+
+def temp_ext(logits: Any, t: Any, delta: Any, exponent: Any) -> Any:
+    """Dynamic temperature (llama.cpp ``temp_ext``).
+
+    ``delta <= 0``: exactly ``temp(t)``. Otherwise, with n the row's finite-logit count: n <= 1
+    leaves the row unchanged; else ``T = lo + (hi - lo) * (H / ln n) ** exponent`` with
+    ``lo = max(0, t - delta)``, ``hi = t + delta`` and H the entropy of the row softmax, then
+    ``temp(T)`` (``T <= 0`` keeps only the argmax).
+    """
+    xp, x, row_max = as_logits(logits)
+    B = x.shape[0]
+    t = row_param(t, B, "t", xp)
+    delta = row_param(delta, B, "delta", xp)
+    exponent = row_param(exponent, B, "exponent", xp)
+    dynamic = delta > 0
+    if not bool(dynamic.any()):
+        return temp(x, t)
+
+    n = xp.isfinite(x).sum(axis=1)
+    h, _, _ = entropy_from_logits(xp, x, row_max)
+    max_h = xp.log(xp.maximum(n, 2).astype(xp.float32))  # n <= 1 rows are restored below
+    lo = xp.maximum(xp.float32(0), t - delta)
+    hi = t + delta
+    with quiet():  # nH = 0 with a negative exponent gives T = inf: logits become 0, as in C
+        dyn_t = lo + (hi - lo) * xp.power(h / max_h, exponent)
+    out = apply_temp(xp, x, xp.where(dynamic, dyn_t, t).astype(xp.float32))
+    unchanged = dynamic & (n <= 1)
+    return xp.where(unchanged[:, None], x, out) if bool(unchanged.any()) else out
