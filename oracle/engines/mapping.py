@@ -134,3 +134,23 @@ def translate(s: Settings, source: str, target: str) -> Translation:
 
 def tvd(p: np.ndarray, q: np.ndarray) -> float:
     return float(0.5 * np.abs(np.asarray(p) - np.asarray(q)).sum())
+
+
+def intended_differences(s: Settings, a: str, b: str) -> list[str]:
+    """Every known semantic difference between engines ``a`` and ``b`` that these identical
+    settings exercise (fixable by ``translate`` or not): the labels of the engine matrix."""
+    ta, tb = TRAITS[a], TRAITS[b]
+    on = s.active()
+    out = list(translate(s, a, b).reasons)
+    if "min_p" in on and s.temperature != 1.0 and ta["min_p_space"] != tb["min_p_space"]:
+        out.append("min_p compares untempered probabilities in llama.cpp (temperature last), tempered ones in "
+                   + (b if ta["min_p_space"] == "pre-temperature" else a))
+    if "top_k" in on and ta["ties"] != tb["ties"]:
+        out.append(f"top_k keeps exactly k in {a if ta['ties'] == 'exactly k' else b}, every tie with the k-th "
+                   f"logit in {b if ta['ties'] == 'exactly k' else a}")
+    if "min_p" in on and ta["min_p_equal_kept"] != tb["min_p_equal_kept"]:
+        out.append("mistral.rs removes a probability exactly at min_p·p_max, the others keep it")
+    if "repetition_penalty" in on and ta["window"] != tb["window"] and not any("penalises only" in r for r in out):
+        out.append(f"the repetition penalty sees the last {s.repeat_last_n} tokens in "
+                   f"{a if ta['window'] else b}, the whole history in {b if ta['window'] else a}")
+    return list(dict.fromkeys(out))
