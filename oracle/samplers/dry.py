@@ -47,15 +47,16 @@ class Dry(Sampler):
                 return back - (max(fits) - 1)
         return n
 
-    def penalty_lengths(self) -> dict[int, int]:
-        """token -> longest repeat it would extend (only lengths >= allowed_length)."""
+    def penalty_lengths(self) -> dict[int, int] | None:
+        """token -> longest repeat it would extend (only lengths >= allowed_length); None where
+        llama.cpp returns before looking (history too short, or a breaker too recent)."""
         h = np.asarray(self.history, dtype=np.int64)
         n = h.size
         if n <= self.allowed_length:
-            return {}
+            return None
         limit = self._repeat_limit(h)
         if limit < self.allowed_length:
-            return {}
+            return None
         best: dict[int, int] = {}
         for end in range(n - 1):
             # length of the common suffix of h[:end+1] and h (capped by the breaker limit)
@@ -69,8 +70,8 @@ class Dry(Sampler):
 
     def apply(self, cur: TokenDataArray) -> None:
         best = self.penalty_lengths()
-        if not best:
-            return
+        if best is None:
+            return  # llama.cpp returned early: not even the sorted flag changes
         single_breakers = {b[0] for b in self.breakers if len(b) == 1}
         max_exponent = int(_FLOAT_MAX_LOG / math.log(self.base)) if self.base > 1.000001 else 0
         penalty = np.zeros(cur.size)

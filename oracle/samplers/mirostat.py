@@ -39,12 +39,15 @@ class Mirostat(_Seeded):
         n = min(self.m - 1, cur.size - 1)
         i = np.arange(max(n, 0))
         t = np.log((i + 2) / (i + 1))
-        with np.errstate(divide="ignore", invalid="ignore"):
+        # NumPy scalars, so that 0/0, x/0 and overflow give nan/inf as in llama.cpp's float code
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             b = np.log(cur.p[i] / cur.p[i + 1])
-            s_hat = float((t * b).sum() / (t * t).sum())
+            s_hat = np.float64((t * b).sum()) / np.float64((t * t).sum())
             eps = s_hat - 1
-            k = ((eps * 2.0**self.mu) / (1 - self.n_vocab ** (-eps))) ** (1 / s_hat)
-        # llama.cpp's int(k) is undefined for NaN/inf/huge k; the oracle clamps to [1, size]
+            k = ((eps * np.exp2(self.mu)) / (1 - np.float64(self.n_vocab) ** (-eps))) ** (1 / s_hat)
+        self.k = float(k)
+        # llama.cpp's int(k) is undefined for NaN/inf/k >= 2^31 (x86-64 yields INT_MIN, hence top-1:
+        # finding "mirostat-k-overflow"); the oracle keeps the intent: k tokens, at most all of them
         k_int = int(min(max(k, 1.0), cur.size)) if np.isfinite(k) else cur.size
         apply_top_k(cur, k_int)
         cur.softmax(do_sort=True)
@@ -80,7 +83,12 @@ _PEAK_LOGIT, _SHARPNESS, _WIDTH = 5.0, 10.0, 0.3
 
 
 class AdaptiveP(_Seeded):
-    """Select tokens whose probability is near an adapted target (EMA of selected original p)."""
+    """Select tokens whose probability is near an adapted target (EMA of selected original p).
+
+    The EMA moves only when the accepted token is the one this sampler just selected (llama.cpp
+    keeps the pending token id and ignores any other accept). A target outside [0, 1] enters the
+    EMA's initial state as given but is clamped where the adapted target is formed.
+    """
 
     name = "adaptive-p"
 
@@ -91,7 +99,7 @@ class AdaptiveP(_Seeded):
     def reset_state(self) -> None:
         self.weighted_sum = self.target / (1 - self.decay)
         self.total_weight = 1 / (1 - self.decay)
-        self.pending_p: float | None = None
+        self.pending: tuple[int, float] | None = None  # (token id, its original p)
 
     def apply(self, cur: TokenDataArray) -> None:
         cur.softmax(do_sort=False)
@@ -99,20 +107,21 @@ class AdaptiveP(_Seeded):
             cur.selected = self.rng.discrete(cur.p)
             return
         original_p = cur.p.copy()
-        adapted = self.target if self.total_weight == 0 else 2 * self.target - self.weighted_sum / self.total_weight
+        target = min(max(self.target, 0.0), 1.0)
+        adapted = target if self.total_weight == 0 else 2 * target - self.weighted_sum / self.total_weight
         adapted = min(max(adapted, 0.0), 1.0)
         d = np.abs(cur.p - adapted) / _WIDTH
         finite = np.isfinite(cur.logits)
         cur.logits = np.where(finite, _PEAK_LOGIT - _SHARPNESS * d * d / (1 + d), cur.logits)
         cur.softmax(do_sort=False)
         cur.selected = self.rng.discrete(cur.p)
-        self.pending_p = float(original_p[cur.selected])
+        self.pending = (int(cur.ids[cur.selected]), float(original_p[cur.selected]))
 
     def accept(self, token: int) -> None:
-        if self.pending_p is not None:
-            self.weighted_sum = self.pending_p + self.decay * self.weighted_sum
+        if self.pending is not None and self.pending[0] == int(token):
+            self.weighted_sum = self.pending[1] + self.decay * self.weighted_sum
             self.total_weight = 1 + self.decay * self.total_weight
-            self.pending_p = None
+        self.pending = None
 
 
 def mirostat(n_vocab: int, seed: int, tau: float, eta: float, m: int = 100) -> Sampler:

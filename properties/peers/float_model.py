@@ -1,0 +1,118 @@
+"""First-order error bounds for llama.cpp's float32 arithmetic, so the float64 oracle can say how
+far llama.cpp may legitimately land from it.
+
+All bounds are running-error bounds computed from the data (u = 2^-24):
+
+- a sequential float sum s_j = fl(s_{j-1} + t_j) (llama.cpp's loops: softmax's ``cum_sum``,
+  top-p/typical cumulative mass, entropies) errs by at most sum_j min(u·|s_j|, |t_j|, |s_{j-1}|):
+  one rounding per addition, and a rounded sum is never further from the exact one than either
+  operand is (both are representable candidates);
+- ``expf(fl(l - max))``: the subtraction's rounding moves the exponent by <= u·|l - max|, expf
+  adds <= 1 ulp (2u), so e carries a relative error u·(|l - max| + 2), plus an absolute 2^-149
+  once it is subnormal;
+- ``logf``/``log2f``/``powf``: <= 1 ulp (2u relative) each.
+
+Second-order terms (products of two u-sized errors) are dropped; every bound below says which
+float32 operations it covers.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+U = 2.0**-24
+TINY = 2.0**-149  # the smallest positive float32: absolute floor for subnormal results
+
+
+def _f32_exact(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return np.asarray(x, dtype=np.float64).astype(np.float32).astype(np.float64) == x
+
+
+def seq_sum_bound(terms: np.ndarray, exact: np.ndarray | None = None) -> np.ndarray:
+    """Running bound on |fl-sum - sum| after each term of a sequential float32 sum (same shape).
+
+    ``exact`` marks terms known without error: while every term so far is exact and each
+    partial sum is a float32 number, the additions are exact too (bound 0).
+    """
+    t = np.asarray(terms, dtype=np.float64)
+    if t.size == 0:
+        return t
+    s = np.cumsum(t)
+    prev = np.concatenate([[0.0], s[:-1]])
+    step = np.minimum(np.minimum(U * np.abs(s), np.abs(t)), np.abs(prev))
+    step[0] = 0.0  # the first addition is 0 + t_0: exact
+    if exact is not None:
+        clean = np.cumprod(np.asarray(exact, dtype=bool) & _f32_exact(s)).astype(bool)
+        step = np.where(clean, 0.0, step)
+    return np.cumsum(step)
+
+
+def softmax_f32(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """llama.cpp's ``softmax_impl`` (float expf, float sum in array order) -> (exact p, |error| bound).
+
+    -inf logits give p = 0 exactly; a logit equal to the maximum gives expf(0) = 1 exactly, so
+    e.g. two equal logits give p = 0.5 with no error at all. The caller passes the logits in the
+    order llama.cpp sums them.
+    """
+    l = np.asarray(logits, dtype=np.float64)
+    finite = np.isfinite(l)
+    x = np.where(finite, l - l[finite].max(), 0.0)
+    e = np.where(finite, np.exp(x), 0.0)
+    e_exact = (x == 0) | ~finite
+    r = np.where(e_exact, 0.0, U * (np.abs(x) + 2))
+    de = e * r + np.where(e_exact, 0.0, TINY)
+    total = e.sum()
+    d_total = de.sum() + seq_sum_bound(e, e_exact)[-1]
+    p = e / total
+    p_exact = e_exact & (d_total == 0) & _f32_exact(p)
+    dp = np.where(p_exact, 0.0, p * (r + d_total / total + U) + TINY)
+    return p, np.where(finite, dp, 0.0)
+
+
+def cumulative_f32(p: np.ndarray, dp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A float cumulative sum of (p ± dp) in the given order -> (exact cumsum, |error| bound)."""
+    return np.cumsum(p), np.cumsum(dp) + seq_sum_bound(p, dp == 0)
+
+
+def entropy_f32(p: np.ndarray, dp: np.ndarray) -> tuple[float, float]:
+    """H = -sum p·logf(p) over p > 0 in float -> (exact H, |error| bound)."""
+    pos = p > 0
+    q, dq = p[pos], dp[pos]
+    lnq = np.log(q)
+    terms = -q * lnq
+    # d(-p ln p)/dp = -(ln p + 1); logf adds 2u·|ln p|, the product and the sum one rounding each
+    d_terms = dq * np.abs(lnq + 1) + q * 2 * U * np.abs(lnq) + U * np.abs(terms)
+    bound = d_terms.sum() + (seq_sum_bound(terms)[-1] if terms.size else 0.0)
+    return float(terms.sum()), float(bound)
+
+
+def legal_stops(cum: np.ndarray, d_cum: np.ndarray, threshold: float, strict: bool,
+                eligible: np.ndarray) -> tuple[int, int]:
+    """Sizes a "keep through the first eligible position whose cumulative mass reaches the
+    threshold" rule may produce when the running mass is only known to ±d_cum.
+
+    Returns (smallest, largest) legal size; ``n`` stands for "the stop was never reached".
+    """
+    n = cum.size
+    if strict:
+        maybe, surely = cum + d_cum > threshold, cum - d_cum > threshold
+    else:
+        maybe, surely = cum + d_cum >= threshold, cum - d_cum >= threshold
+    first_maybe = np.flatnonzero(maybe & eligible)
+    first_surely = np.flatnonzero(surely & eligible)
+    lo = int(first_maybe[0]) + 1 if first_maybe.size else n
+    hi = int(first_surely[0]) + 1 if first_surely.size else n
+    return lo, hi
+
+
+def discrete_select(weights: np.ndarray, u: float) -> int:
+    """libstdc++ ``discrete_distribution<int>`` over the weights with the draw ``u``: weights to
+    double, sequential sum, normalise, sequential partial sums with the last forced to 1,
+    ``lower_bound``. Fewer than two weights give 0 (and consume no draw)."""
+    w = np.asarray(weights).astype(np.float64)
+    if w.size < 2:
+        return 0
+    total = np.cumsum(w)[-1]
+    cp = np.cumsum(w / total)
+    cp[-1] = 1.0
+    return int(np.searchsorted(cp, u, side="left"))

@@ -1,0 +1,180 @@
+"""Is llama.cpp's output for one ``apply`` a legal answer? The generic half of the judge.
+
+``legal.py`` turns the oracle's float64 answer plus the float32 error model into a ``Legal``
+description (which sizes, which order, which logits and p within which bounds, which selection);
+``check`` compares llama.cpp's actual ``PeerOutput`` against it and says what is wrong.
+
+Order rules: "ranked" outputs must match the oracle's ranking position by position on a key
+(logit, typicality score) up to the key's tolerance, so tied or near-tied tokens are
+interchangeable and nothing else is; "suffix" is the same for XTC, which drops the head of the
+ranking; "input" outputs keep the input order and their surviving set must lie in [must, may].
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from oracle.candidates import TokenDataArray
+from properties.peers.llama_cpp import PeerOutput
+
+P_FLOOR = 1e-6  # the absolute p agreement asked for; the float model may allow more (see legal.py)
+
+
+class FindingDomain(Exception):
+    """The input lies where a recorded llama.cpp finding applies (``args[0]`` = finding id)."""
+
+
+class Unsupported(Exception):
+    """The judge makes no claim for this input (the reason says why); tests must avoid it."""
+
+
+Model = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""peer ids (in peer order) -> (reference values, absolute tolerance) for those entries."""
+
+
+@dataclass
+class Legal:
+    sizes: tuple[int, int]
+    order: str  # "ranked" | "suffix" | "input" | "same" (exactly the input entries, in order)
+    sorted_flags: frozenset
+    ranking: np.ndarray | None = None  # token ids in the oracle's order (ranked / suffix)
+    key: np.ndarray | None = None  # dense over token ids
+    key_tol: np.ndarray | None = None  # dense over token ids; pairs may differ by tol[a] + tol[b]
+    must: np.ndarray | None = None  # dense bool over token ids ("input" order)
+    may: np.ndarray | None = None
+    logits: Model | None = None  # None: logits untouched (exactly the input's)
+    maskable: np.ndarray | None = None  # dense bool: entries that may legally be -inf instead
+    p: Model | None = None  # None: p untouched (stale input p)
+    select: Callable[[PeerOutput], str | None] | None = None  # None: selected must stay as input
+    oracle: TokenDataArray | None = None
+    alt: dict | None = None  # sorted flag -> Legal, where the flag picks a different path (min_p)
+    notes: dict = field(default_factory=dict)
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    why: str
+    identical: bool
+    p_ratio: float = 0.0
+    logit_ratio: float = 0.0
+
+
+def dense(ids: np.ndarray, values: np.ndarray, n: int, fill: float = np.nan) -> np.ndarray:
+    out = np.full(n, fill, dtype=np.float64 if np.asarray(values).dtype != bool else bool)
+    out[ids] = values
+    return out
+
+
+def lookup(ref: np.ndarray, tol: np.ndarray) -> Model:
+    """A model that reads dense reference arrays (indexed by token id)."""
+    return lambda ids: (ref[ids], tol[ids])
+
+
+def _ratio(diff: np.ndarray, tol: np.ndarray) -> tuple[float, int]:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = np.where(diff == 0, 0.0, diff / tol)
+    r = np.where(np.isnan(r), np.inf, r)
+    i = int(np.argmax(r)) if r.size else 0
+    return (float(r[i]) if r.size else 0.0), i
+
+
+def check(legal: Legal, cur_in: TokenDataArray, out: PeerOutput) -> Verdict:
+    o = legal.oracle
+    if legal.alt and out.sorted in legal.alt:
+        legal = legal.alt[out.sorted]
+    why = _check(legal, cur_in, out)
+    return Verdict(why is None, why or "", _same_up_to_ties(cur_in, out, o),
+                   legal.notes.get("p_ratio", 0.0), legal.notes.get("logit_ratio", 0.0))
+
+
+def _same_up_to_ties(cur_in: TokenDataArray, out: PeerOutput, o: TokenDataArray | None) -> bool:
+    """Same size, and position by position the same token or one with an equal input logit (an
+    unstable sort's legal reordering); for a selection, the selected tokens tie as well."""
+    if o is None or out.ids.size != o.size:
+        return False
+    if np.array_equal(out.ids, o.ids):
+        same = True
+    else:
+        logit = dense(cur_in.ids, cur_in.logits, int(max(cur_in.ids.max(), out.ids.max(initial=0))) + 1)
+        same = bool(np.array_equal(logit[out.ids], logit[o.ids]))
+    if same and 0 <= o.selected < o.size:
+        if not 0 <= out.selected < out.ids.size:
+            return False
+        a, b = int(out.ids[out.selected]), int(o.ids[o.selected])
+        same = bool(a == b or cur_in.logits[cur_in.ids == a][0] == cur_in.logits[cur_in.ids == b][0])
+    return same
+
+
+def _check(legal: Legal, cur_in: TokenDataArray, out: PeerOutput) -> str | None:
+    n_in, ids = cur_in.size, out.ids
+    if out.sorted not in legal.sorted_flags:
+        return f"sorted={out.sorted}, legal {sorted(legal.sorted_flags)}"
+    lo, hi = legal.sizes
+    if not lo <= ids.size <= hi:
+        return f"size {ids.size}, legal [{lo}, {hi}]"
+    vocab = int(max(cur_in.ids.max(), ids.max(initial=0))) + 1
+    pos_in = dense(cur_in.ids, np.arange(n_in), vocab, fill=-1).astype(np.int64)
+    seen = np.zeros(vocab, dtype=bool)
+    seen[ids] = True
+    if int(seen.sum()) != ids.size or (pos_in[ids] < 0).any():
+        return "ids are not distinct input ids"
+    if legal.order == "same":
+        if not np.array_equal(ids, cur_in.ids):
+            return "entries moved, were dropped or added (this sampler keeps the array as it is)"
+    elif legal.order == "input":
+        if (np.diff(pos_in[ids]) <= 0).any():
+            return "input order not preserved"
+        kept = np.zeros(vocab, dtype=bool)
+        kept[ids] = True
+        missing, extra = np.flatnonzero(legal.must & ~kept), np.flatnonzero(kept & ~legal.may)
+        if missing.size or extra.size:
+            return f"survivors outside [must, may]: missing {missing[:6].tolist()}, extra {extra[:6].tolist()}"
+    else:
+        r = legal.ranking
+        ref = r[:ids.size] if legal.order == "ranked" else r[r.size - ids.size:]
+        with np.errstate(invalid="ignore"):  # -inf keys: equal infinities are a tie
+            gap = np.abs(legal.key[ids] - legal.key[ref])
+        gap = np.where(legal.key[ids] == legal.key[ref], 0.0, gap)
+        bad = np.flatnonzero(gap > legal.key_tol[ids] + legal.key_tol[ref])
+        if bad.size:
+            i = int(bad[0])
+            return (f"position {i}: token {ids[i]} (key {legal.key[ids[i]]:.9g}) where the oracle ranks token "
+                    f"{ref[i]} (key {legal.key[ref[i]]:.9g}), tolerance {legal.key_tol[ids[i]] + legal.key_tol[ref[i]]:.3g}")
+    in_logit = dense(cur_in.ids, cur_in.logits, vocab)
+    in_p = dense(cur_in.ids, cur_in.p, vocab)
+    if legal.logits is None:
+        if not np.array_equal(out.logits.astype(np.float64), in_logit[ids]):
+            return "logits changed by a sampler that must leave them untouched"
+    else:
+        ref, tol = legal.logits(ids)
+        with np.errstate(over="ignore"):  # the float32 result llama.cpp stores; tol covers the rest
+            ref = ref.astype(np.float32).astype(np.float64)
+        got = out.logits.astype(np.float64)
+        maskable = legal.maskable[ids] if legal.maskable is not None else np.zeros(ids.size, dtype=bool)
+        inf_bad = (np.isinf(got) | np.isinf(ref)) & (got != ref) & ~(maskable & np.isneginf(got))
+        if inf_bad.any():
+            i = int(np.flatnonzero(inf_bad)[0])
+            return f"token {ids[i]}: logit {got[i]} where the oracle has {ref[i]}"
+        fin = np.isfinite(got) & np.isfinite(ref)
+        with np.errstate(invalid="ignore"):
+            r, i = _ratio(np.where(fin, np.abs(got - ref), 0.0), tol)
+        legal.notes["logit_ratio"] = r
+        if r > 1:
+            return f"token {ids[i]}: logit {got[i]!r} vs oracle {ref[i]!r}, allowed ±{tol[i]:.3g}"
+    if legal.p is None:
+        if not np.array_equal(out.p.astype(np.float64), in_p[ids], equal_nan=True):
+            return "p changed by a sampler that must leave p untouched"
+    else:
+        ref, tol = legal.p(ids)
+        r, i = _ratio(np.abs(out.p.astype(np.float64) - ref), tol)
+        legal.notes["p_ratio"] = r
+        if r > 1:
+            return f"token {ids[i]}: p {out.p[i]!r} vs oracle {ref[i]!r}, allowed ±{tol[i]:.3g}"
+    if legal.select is None:
+        if out.selected != cur_in.selected:
+            return f"selected changed to {out.selected} by a sampler that does not select"
+        return None
+    return legal.select(out)
