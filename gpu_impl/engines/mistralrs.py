@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_impl._array import as_logits, quiet, require_candidates, row_param, unit_param
+from gpu_impl._array import as_logits, get_xp, quiet, row_param, unit_param
 from gpu_impl.engines._common import history_counts
 from gpu_impl.softmax import row_softmax
 
@@ -48,7 +48,7 @@ def mistralrs_weights(logits: Any, history: Any, repetition: Any, frequency: Any
 
 def mistralrs_sample(weights: Any, u: Any) -> Any:
     """First index whose cumulative weight (float64) exceeds u · total."""
-    xp = __import__("gpu_impl._array", fromlist=["get_xp"]).get_xp(weights)
+    xp = get_xp(weights)
     w = xp.asarray(weights, dtype=xp.float64)
     if w.ndim != 2 or bool((w < 0).any()) or not bool(xp.isfinite(w).all()):
         raise ValueError("weights must be a finite non-negative [B, V] array")

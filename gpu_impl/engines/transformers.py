@@ -12,7 +12,7 @@ from typing import Any
 from gpu_impl._array import NEG_INF, as_logits, drop, nonneg, on_rows, quiet, row_param
 from gpu_impl._order import nth_largest
 from gpu_impl.engines._common import first_n_ascending, history_counts
-from gpu_impl.softmax import entropy_from_logits, exp_shifted, log_normaliser, row_softmax
+from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
 
 
 def _min_keep(xp, value, B) -> Any:

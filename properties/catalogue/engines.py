@@ -20,17 +20,17 @@ import numpy as np
 from hypothesis import strategies as st
 
 from oracle.candidates import TokenDataArray
-from oracle.engines import candle as o_candle
 from oracle.engines import mistralrs as o_mistralrs
 from oracle.engines import transformers as o_hf
 from oracle.engines import vllm as o_vllm
 from oracle.engines.settings import Settings
 from oracle.samplers.base import Empty, Sampler
 from properties.backends import Impl, NotCovered
+from properties.catalogue.engine_selections import Gumbel, Race, gumbel_legal, race_legal, ratio_eps, uniform_rows
 from properties.catalogue.record import Params, SamplerRecord
 from properties.catalogue.samplers import _dict, _logit_key, _prob, _typical_key
-from properties.errors import U32, log2n, mass_allowance
-from properties.strategies import floats32, per_row
+from properties.errors import mass_allowance
+from properties.strategies import per_row
 
 ENGINE_NAMES = ("transformers", "vllm", "mistral.rs", "candle")
 _SUB: dict[tuple[str, str], Impl] = {}
@@ -65,20 +65,9 @@ def _stage(name: str, neutral: Callable[[Params], bool], fn: Callable[[np.ndarra
     return lambda p: Empty(name) if neutral(p) else Dense(name, lambda row: fn(row, p))
 
 
-def _spread(row: np.ndarray) -> float:
-    f = row[np.isfinite(row)]
-    return float(f.max() - f.min()) if f.size else 0.0
-
-
-def _ratio_eps(row: np.ndarray, extra: float = 0.0) -> float:
-    """How far (in log space) fp32 moves a probability-ratio threshold; capped where it already
-    means 'keep only the max' / 'keep everything'."""
-    return min(4 * U32 * (_spread(row) + log2n(int(np.isfinite(row).sum())) + 8 + extra), 700.0)
-
-
 def _scaled(name: str, lo: float = 0.0, hi: float = 1.0):
     def variants(params: Params, row: np.ndarray) -> list[Params]:
-        e = math.exp(_ratio_eps(row, 2 * math.log(max(row.size, 2))))
+        e = math.exp(ratio_eps(row, 2 * math.log(max(row.size, 2))))
         v = params[name]
         return [params, {**params, name: min(max(v * e, lo), hi)}, {**params, name: min(max(v / e, lo), hi)}]
     return variants
@@ -216,67 +205,20 @@ def _vllm_records() -> list[SamplerRecord]:
             allowance="4 u of (|l|·max(r, 1/r) + c·|f| + |pr|) relative to the result, + 2 u for the fp32 parameters"),
         SamplerRecord(
             name="vllm.race", kind="select", impl_name="vllm_sample",
-            oracle=lambda p: _Race(p["u"]), params=lambda b, v: _dict(u=_uniform_rows(b, v)),
-            impl=lambda i, x, p: engines_impl(i)("vllm_sample", x, p["u"]), legal=_race_legal,
+            oracle=lambda p: Race(p["u"]), params=lambda b, v: _dict(u=uniform_rows(b, v)),
+            impl=lambda i, x, p: engines_impl(i)("vllm_sample", x, p["u"]), legal=race_legal,
             tags=frozenset({"engine:vllm"}),
             allowance="tokens whose p/q is within a factor 1 ± 4·u32·(spread + log2 n + 8) of the best"),
     ]
-
-
-def _uniform_rows(b: int, v: int) -> st.SearchStrategy[np.ndarray]:
-    """Per-token uniforms from a drawn seed (NumPy fills, hypothesis shrinks the seed)."""
-    return st.integers(0, 2**32 - 1).map(lambda s: np.random.default_rng(s).random((b, v)))
-
-
-class _Race(Sampler):
-    name = "vllm-race"
-
-    def __init__(self, u: np.ndarray) -> None:
-        self.u = u
-
-    def apply(self, cur: TokenDataArray) -> None:
-        probs = o_vllm.softmax(cur.dense_logits(cur.n_vocab or None))
-        cur.selected = int(np.flatnonzero(cur.ids == o_vllm.race(probs, o_vllm.exponentials(self.u, probs.size)))[0])
-
-
-def _race_legal(row: np.ndarray, p: Params) -> np.ndarray:
-    probs = o_vllm.softmax(row)
-    q = o_vllm.exponentials(p["u"], row.size)
-    with np.errstate(divide="ignore"):
-        score = np.where(probs > 0, np.log(probs) - np.log(np.maximum(q, 1e-300)), -np.inf)
-    return score >= score.max() - _ratio_eps(row)
-
-
-class _Gumbel(Sampler):
-    name = "candle-gumbel"
-
-    def __init__(self, t: float, u: np.ndarray) -> None:
-        self.t, self.u = t, u
-
-    def apply(self, cur: TokenDataArray) -> None:
-        token = o_candle.sample(cur.dense_logits(cur.n_vocab or None), Settings(temperature=self.t), self.u)
-        cur.selected = int(np.flatnonzero(cur.ids == token)[0])
-
-
-def _gumbel_legal(row: np.ndarray, p: Params) -> np.ndarray:
-    """Tokens whose score l + T·g is within its fp32 rounding (|l| + T·|g|, U rounded) of the best."""
-    if p["t"] <= 0:
-        out = np.zeros(row.size, dtype=bool)
-        out[int(np.argmax(row))] = True
-        return out
-    g = o_candle.gumbel(p["u"])
-    score = np.where(np.isfinite(row), row + p["t"] * g, -np.inf)
-    slack = 8 * U32 * (np.abs(np.where(np.isfinite(row), row, 0)).max() + p["t"] * (np.abs(g).max() + 1e3))
-    return score >= score.max() - slack
 
 
 def _candle_records() -> list[SamplerRecord]:
     return [
         SamplerRecord(
             name="candle.gumbel", kind="select", impl_name="candle_sample",
-            oracle=lambda p: _Gumbel(p["t"], p["u"]),
-            params=lambda b, v: _dict(t=per_row(_prob((1.0, 0.8, 0.0, 2.0), 0.05, 4.0), b), u=_uniform_rows(b, v)),
-            impl=lambda i, x, p: engines_impl(i)("candle_sample", x, p["t"], p["u"]), legal=_gumbel_legal,
+            oracle=lambda p: Gumbel(p["t"], p["u"]),
+            params=lambda b, v: _dict(t=per_row(_prob((1.0, 0.8, 0.0, 2.0), 0.05, 4.0), b), u=uniform_rows(b, v)),
+            impl=lambda i, x, p: engines_impl(i)("candle_sample", x, p["t"], p["u"]), legal=gumbel_legal,
             tags=frozenset({"engine:candle"}),
             allowance="tokens whose l + T·g is within 8·u32·(max|l| + T·(max|g| + 1000)) of the best: U is rounded "
                       "to fp32 near 0.999, where dg/dU ≈ 1000"),
@@ -289,7 +231,7 @@ def _mistralrs_records() -> list[SamplerRecord]:
     def variants(params: Params, row: np.ndarray) -> list[Params]:
         k = int(by["t"].oracle_kept(row, params).sum())
         d = mass_allowance(k, int(np.isfinite(row).sum()))
-        e = math.exp(_ratio_eps(row))
+        e = math.exp(ratio_eps(row))
         return [params, {**params, "p": params["p"] - d, "m": min(params["m"] * e, 1.0)},
                 {**params, "p": params["p"] + d, "m": params["m"] / e}]
 
@@ -308,7 +250,7 @@ def _mistralrs_records() -> list[SamplerRecord]:
         params=lambda b, v: _dict(k=per_row(st.sampled_from([0, 1, 2, 40, v]), b, np.int64),
                                   p=per_row(_prob((0.5, 0.9, 0.95, 1.0), 0.0, 1.0), b),
                                   m=per_row(_prob((0.0, 0.05, 0.1), 0.0, 0.9), b)),
-        impl=impl, variants=variants, key=lambda r, p: (r, _ratio_eps(r)), tags=frozenset({"engine:mistral.rs"}),
+        impl=impl, variants=variants, key=lambda r, p: (r, ratio_eps(r)), tags=frozenset({"engine:mistral.rs"}),
         allowance="at T = 1: tokens are ranked by fp32 probability, so logits within 4·u32·(spread + log2 n + 8) "
                   "are interchangeable; top_p on un-renormalised mass "
                   "± (2k + log2 n + 8)·u32, min_p threshold as transformers.min_p (equality removed)")
