@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reports.tables import cell, compact_json, esc, fmt_num, generic, truncate
+from reports.tables import cell, compact_json, esc, fmt_num, generic, inline, truncate
 
 SYMBOL = {"commute": ("=", "commute"), "differs": ("≠", "differs"), "untested": ("·", "untested")}
 
@@ -20,11 +20,20 @@ def _cells(value: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in cells or [] if isinstance(c, dict)]
 
 
+def _witness(c: dict[str, Any]) -> str:
+    """The witness on one line, without the fields the row already shows."""
+    w = c.get("witness")
+    if isinstance(w, dict):
+        w = {k: v for k, v in w.items() if not (k in ("first", "second", "tvd") and v == c.get(k))}
+    return inline(w) if w is not None else cell(None)
+
+
 def order_matrix_section(value: Any) -> str:
-    intro = ('<p class="muted">Row sampler applied first, column sampler second. <b>=</b> the two orders '
-             "give the same result on every example drawn; <b>≠</b> a witness shows they differ (hover a cell, "
-             "or see the table); <b>·</b> not tested. tvd = total variation distance between the two "
-             "orders' output distributions on the witness.</p>")
+    intro = ('<p class="muted">Each cell compares applying the row sampler then the column sampler with the '
+             "reverse order (so the matrix is symmetric). <b>=</b> the two orders gave the same result on "
+             "every example drawn; <b>≠</b> a witness shows they differ (hover a cell, or see the table); "
+             "<b>·</b> not tested. tvd = total variation distance between the two orders' output "
+             "distributions on the witness.</p>")
     if not isinstance(value, dict) or not _cells(value):
         return f'<section id="order-matrix"><h2>Order matrix</h2>{generic(value)}</section>'
     cells = _cells(value)
@@ -34,6 +43,8 @@ def order_matrix_section(value: Any) -> str:
             if str(c.get(k)) not in samplers:
                 samplers.append(str(c.get(k)))
     by_pair = {(str(c.get("first")), str(c.get("second"))): c for c in cells}
+    for (a, b), c in list(by_pair.items()):  # "A then B vs B then A" is symmetric: fill the mirror cell
+        by_pair.setdefault((b, a), c)
 
     head = "".join(f'<th class="rot"><div>{esc(s)}</div></th>' for s in samplers)
     body = []
@@ -46,7 +57,7 @@ def order_matrix_section(value: Any) -> str:
                 continue
             rel = str(c.get("relation", "untested")) if c else "untested"
             sym, cls = SYMBOL.get(rel, ("?", "other"))
-            tip = f"{a} then {b}: {rel}"
+            tip = f"{a} then {b} vs {b} then {a}: {rel}"
             if c and c.get("tvd") is not None:
                 tip += f" (tvd {fmt_num(c.get('tvd'))})"
             if c and c.get("why"):
@@ -60,13 +71,16 @@ def order_matrix_section(value: Any) -> str:
     rels = [str(c.get("relation")) for c in cells]
     counts = ", ".join(f"{rels.count(r)} {r}" for r in sorted(set(rels)))
     witnessed = [c for c in cells if c.get("witness") is not None or c.get("relation") == "differs"]
+    has_why = any(c.get("why") for c in witnessed)
     rows = "".join(
-        f'<tr><td>{esc(c.get("first"))}</td><td>{esc(c.get("second"))}</td><td>{esc(c.get("relation"))}</td>'
-        f'<td class="num">{esc(fmt_num(c.get("tvd")))}</td><td>{cell(c.get("why", ""))}</td>'
-        f'<td>{cell(c.get("witness"))}</td></tr>'
+        f'<tr><td class="nw">{esc(c.get("first"))}</td><td class="nw">{esc(c.get("second"))}</td>'
+        f'<td class="nw">{esc(c.get("relation"))}</td><td class="num">{esc(fmt_num(c.get("tvd")))}</td>'
+        + (f'<td>{cell(c.get("why", ""))}</td>' if has_why else "")
+        + f"<td>{_witness(c)}</td></tr>"
         for c in witnessed)
+    why_head = "<th>why</th>" if has_why else ""
     wtable = ('<table class="grid"><thead><tr><th>first</th><th>then</th><th>relation</th><th>tvd</th>'
-              f"<th>why</th><th>witness</th></tr></thead><tbody>{rows}</tbody></table>" if witnessed
+              f"{why_head}<th>witness</th></tr></thead><tbody>{rows}</tbody></table>" if witnessed
               else '<p class="muted">No pair differs, so there are no witnesses.</p>')
     return f"""<section id="order-matrix"><h2>Order matrix ({len(samplers)} samplers; {esc(counts)})</h2>{intro}
 {grid}<h3>Witnesses</h3>{wtable}</section>"""

@@ -62,8 +62,8 @@ def record_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
             "worst error (u)": w.get("worst_u"),
             "model bound (u)": w.get("bound_u"),
             "ratio": w.get("ratio"),
-            "where": f"{w.get('property', '?')}, {w.get('dtype', '?')}" if w
-            else "(no error measured: set/exact properties)",
+            "where": f"{w.get('property', '?')}, {w.get('dtype', '?')}" if w else "",
+            "_measured": bool(w),
             "_failed": oc.get("failed", 0),
         })
     return rows
@@ -79,17 +79,31 @@ def records_section(results: dict[str, Any]) -> str:
     if not rows:
         return ('<section id="records"><h2>Records</h2><p class="muted">No examples or errors were recorded '
                 "(no property ran, or the selection excluded them all).</p></section>")
+    measured = [r for r in rows if r["_measured"]]
+    exact = [r for r in rows if not r["_measured"]]
+    exact_failed = [r for r in exact if r["_failed"]]
+    exact_ok = [r for r in exact if not r["_failed"]]
     cols = ["record", "properties run", "examples", "tests pass / fail / skip", "worst error (u)",
             "model bound (u)", "ratio", "where"]
-    table = records_table(rows, columns=cols, row_class=_row_class)
+    exact_cols = cols[:4]
+    parts = [records_table(measured, columns=cols, row_class=_row_class) if measured else
+             '<p class="muted">No record measured an error in units of u.</p>']
+    if exact_failed:
+        parts.append(f"<h3>Exact or set-valued properties with a failing test ({len(exact_failed)})</h3>"
+                     + records_table(exact_failed, columns=exact_cols, row_class=_row_class))
+    if exact_ok:
+        n_ex = sum(int(r["examples"]) for r in exact_ok)
+        parts.append(f"<details><summary>{len(exact_ok)} records checked by exact or set-valued properties "
+                     f"only ({n_ex:,} examples; no failing test)</summary>"
+                     + records_table(exact_ok, columns=exact_cols) + "</details>")
     detail = [r for r in results.get("worst_error") or [] if isinstance(r, dict)]
     detail_html = records_table(detail, preferred=["record", "property", "dtype", "worst_u", "bound_u", "ratio"],
                                 row_class=lambda r: "bad" if not as_float(r.get("ratio")) <= 1.0 else "")
     return f"""<section id="records"><h2>Records: examples and worst error</h2>
 <p class="muted">Errors are in units of the compute dtype's unit roundoff u; <i>ratio</i> = worst error / the
 error model's bound at that element (≤ 1 is within the model). Rows in red failed a test or exceed the model.
-Test counts match records by their pytest parameter id.</p>
-{table}
+Records whose properties are exact or set-valued (no error in u) are listed separately. Test counts match
+records by their pytest parameter id ("—": no test id names the record).</p>
+{"".join(parts)}
 <details><summary>Worst error per record, property and input dtype ({len(detail)} rows)</summary>{detail_html}</details>
 </section>"""
-

@@ -11,16 +11,31 @@ from reports.summary import failures, header, tally, test_list
 from reports.tables import esc, generic
 from reports.zoo import is_zoo, zoo_section
 
-TITLES = {
+TITLES = {  # titles and one-line explanations for the tables the suite is known to record
     "llama_cpp_findings": ("llama.cpp peer findings",
                            "Where llama.cpp (via llama-cpp-python) and the float64 oracle disagree, "
                            "with the witness that shows it."),
+    "llama_cpp_findings_chain": ("llama.cpp peer findings: sampler chains", ""),
+    "llama_cpp_peer": ("llama.cpp peer agreement per sampler", ""),
+    "quant_peer_findings": ("gguf-py peer findings (quantization formats)", ""),
     "stats_gate": ("Statistics gate calibration",
-                   "How the statistical tests' thresholds were set and what false-failure rate they "
-                   "were measured to have."),
+                   "How the statistical tests' thresholds were set and what false-failure rate and power "
+                   "they were measured to have."),
+    "distribution_gof": ("Sampling distributions: goodness of fit", ""),
+    "ops_error_u": ("Op error distribution (units of u)", ""),
     "engine_matrix": ("Engine matrix", ""),
 }
 NAV = {"llama_cpp_findings": "llama.cpp", "stats_gate": "Stats gate"}
+
+
+def _group(name: str) -> int:
+    """Page order: peer findings, then statistics, then everything else."""
+    if "findings" in name or "peer" in name:
+        return 0 if name == "llama_cpp_findings" else 1
+    if "stats" in name or "gof" in name:
+        return 2
+    return 3
+
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1280px;
@@ -51,6 +66,8 @@ table.kv th{background:#f7f8fa;font-weight:600;white-space:nowrap}
 table.grid td table,table.kv td table{margin:0;font-size:12px}
 tr.bad td,tr.failed td{background:#fdecea}tr.skipped td{color:#7a6a40}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
+table.grid td{overflow-wrap:anywhere}table.grid td.num,table.grid td.nw{white-space:nowrap;overflow-wrap:normal}
+.long,.inline{font-size:12px}.inline b{font-weight:600;color:#445}
 .ok{color:#1e6b2f;font-weight:700}.bad{color:#a1261b;font-weight:700}.muted{color:#667}
 table.matrix td,table.matrix th{border:1px solid #dde2ea;width:26px;height:24px;text-align:center;padding:0}
 table.matrix th.rowh{text-align:right;padding:0 6px;width:auto;white-space:nowrap}
@@ -77,12 +94,8 @@ def table_sections(tables: dict[str, Any]) -> list[tuple[str, str, str]]:
         out.append(("order-matrix", "Order matrix", order_matrix_section(tables["order_matrix"])))
     for name in sorted((n for n in tables if is_zoo(n)), key=lambda n: (n != "zoo", n)):
         out.append((f"table-{name}", name.replace("_", " "), zoo_section(name, tables[name])))
-    for name in ("llama_cpp_findings", "stats_gate"):
-        if name in tables:
-            out.append((f"table-{name}", NAV[name], _section(name, tables[name])))
-    known = {"order_matrix", "llama_cpp_findings", "stats_gate"}
-    for name in sorted(n for n in tables if n not in known and not is_zoo(n)):
-        out.append((f"table-{name}", name.replace("_", " "), _section(name, tables[name])))
+    for name in sorted((n for n in tables if n != "order_matrix" and not is_zoo(n)), key=lambda n: (_group(n), n)):
+        out.append((f"table-{name}", NAV.get(name, name.replace("_", " ")), _section(name, tables[name])))
     return out
 
 
@@ -102,8 +115,9 @@ def render(results: dict[str, Any]) -> str:
     measured = {str(w.get("record")) for w in results.get("worst_error") or [] if isinstance(w, dict)}
     unplotted = sorted({str(e.get("record")) for e in results.get("examples") or []
                         if isinstance(e, dict) and str(e.get("record")) not in measured})
-    unplotted_html = (f'<p class="muted">Not plotted (their properties are exact or set-valued, so no error '
-                      f'in u was measured): {esc(", ".join(unplotted))}.</p>' if unplotted else "")
+    unplotted_html = (f'<p class="muted">{len(unplotted)} records are not plotted: their properties are exact or '
+                      "set-valued, so no error in u was measured (see the records section).</p>"
+                      if unplotted else "")
     plot = (f'<section id="plot"><h2>Worst error / model bound, per record and input dtype</h2>'
             f"{ratio_plot(results.get('worst_error') or [])}{unplotted_html}</section>")
     title = f"logitcheck: {meta.get('impl', '?')} on {meta.get('backend', '?')}"

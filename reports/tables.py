@@ -68,7 +68,8 @@ def cell(value: Any, depth: int = 0) -> str:
     if value is None or isinstance(value, (int, float)):
         return esc(fmt_num(value))
     if isinstance(value, str):
-        return esc(truncate(value, MAX_CELL_CHARS))
+        text = esc(truncate(value, MAX_CELL_CHARS))
+        return f'<span class="long">{text}</span>' if len(value) > 160 else text
     if depth >= MAX_DEPTH:
         return f"<code>{esc(truncate(compact_json(value), MAX_CELL_CHARS))}</code>"
     if isinstance(value, dict):
@@ -83,6 +84,29 @@ def cell(value: Any, depth: int = 0) -> str:
             return esc(truncate(f"[{shown}{more}]", MAX_CELL_CHARS))
         return "<ol>" + "".join(f"<li>{cell(v, depth + 1)}</li>" for v in value[:64]) + "</ol>"
     return esc(truncate(repr(value), MAX_CELL_CHARS))
+
+
+def inline(value: Any, limit: int = MAX_CELL_CHARS) -> str:
+    """A nested value as one escaped line, ``key: value; …`` (for witnesses, where tables get tall)."""
+    def text(v: Any) -> str:
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{k}: {text(x)}" for k, x in v.items()) + "}"
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(text(x) for x in v) + "]"
+        return v if isinstance(v, str) else fmt_num(v)
+    if isinstance(value, dict):
+        body = "; ".join(f"<b>{esc(k)}</b> {esc(truncate(text(v), limit))}" for k, v in value.items())
+        return f'<span class="inline">{body}</span>'
+    return f'<span class="inline">{esc(truncate(text(value), limit))}</span>'
+
+
+def td_class(value: Any) -> str:
+    """Numbers and short single words never wrap; everything else may wrap anywhere."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return ' class="num"'
+    if isinstance(value, str) and len(value) <= 28 and " " not in value:
+        return ' class="nw"'
+    return ""
 
 
 def columns_of(rows: Iterable[dict], preferred: Sequence[str] = ()) -> list[str]:
@@ -107,7 +131,8 @@ def records_table(rows: Sequence[dict], preferred: Sequence[str] = (), depth: in
     for r in rows[:MAX_ROWS]:
         cls = row_class(r) if row_class else ""
         attr = f' class="{esc(cls)}"' if cls else ""
-        body.append(f"<tr{attr}>" + "".join(f"<td>{cell(r.get(c, ''), depth)}</td>" for c in cols) + "</tr>")
+        body.append(f"<tr{attr}>" + "".join(f"<td{td_class(r.get(c, ''))}>{cell(r.get(c, ''), depth)}</td>"
+                                            for c in cols) + "</tr>")
     cut = (f'<p class="muted">Showing {MAX_ROWS} of {len(rows)} rows; the rest are in results.json.</p>'
            if len(rows) > MAX_ROWS else "")
     cap = f"<caption>{esc(caption)}</caption>" if caption else ""
@@ -125,7 +150,11 @@ def keyed_rows(d: dict) -> list[dict] | None:
     """``{key: {col: scalar}}`` (several keys) as rows with a leading "key" column, else None."""
     if len(d) < 2 or not all(isinstance(v, dict) and v for v in d.values()):
         return None
-    if any(isinstance(x, (dict, list, tuple)) for v in d.values() for x in v.values()):
+    def flat(x: Any) -> bool:  # a scalar, or a list of scalars
+        if isinstance(x, dict):
+            return False
+        return not isinstance(x, (list, tuple)) or all(not isinstance(y, (dict, list, tuple)) for y in x)
+    if not all(flat(x) for v in d.values() for x in v.values()):
         return None
     return [{"key": k, **v} for k, v in d.items()]
 

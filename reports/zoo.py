@@ -8,7 +8,7 @@ from reports.tables import esc, generic, records_table
 
 ZOO_TITLES = {"zoo": "Bug zoo: sampler mutants", "quant_zoo": "Bug zoo: quantization-format mutants",
               "ops_zoo": "Bug zoo: op mutants"}
-COLUMNS = ("mutant", "description", "killed", "examples_to_kill", "killed_by")
+COLUMNS = ("mutant", "description", "bug", "killed", "examples_to_kill", "killed_by", "property", "dtype")
 
 
 def is_zoo(name: str) -> bool:
@@ -16,20 +16,37 @@ def is_zoo(name: str) -> bool:
 
 
 def _killed(row: dict[str, Any]) -> bool | None:
+    """The recorded verdict; a zoo that records only examples_to_kill counts a number there as a kill."""
     k = row.get("killed")
-    return k if isinstance(k, bool) else None
+    if isinstance(k, bool):
+        return k
+    n = row.get("examples_to_kill")
+    return True if "killed" not in row and isinstance(n, int) and not isinstance(n, bool) else None
+
+
+def zoo_rows(value: Any) -> list[dict[str, Any]] | None:
+    """A zoo as rows: a list of dicts, or ``{mutant: {...}}`` with the key as the mutant column."""
+    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+        return [{"mutant": k, **v} for k, v in value.items()]
+    if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
+        return value
+    return None
 
 
 def zoo_section(name: str, value: Any) -> str:
     title = ZOO_TITLES.get(name, f"Bug zoo: {name}")
     anchor = f"table-{esc(name)}"
-    if not (isinstance(value, list) and value and all(isinstance(r, dict) for r in value)):
+    rows = zoo_rows(value)
+    if rows is None:
         return f'<section id="{anchor}"><h2>{esc(title)}</h2>{generic(value)}</section>'
+    value = rows
     kills = [_killed(r) for r in value]
-    killed, survived = kills.count(True), kills.count(False)
+    killed, survived, unknown = kills.count(True), kills.count(False), kills.count(None)
     head = f"{killed} of {len(value)} killed"
     if survived:
         head += f", {survived} SURVIVED"
+    if unknown:
+        head += f", {unknown} without a recorded verdict"
     table = records_table(value, preferred=COLUMNS,
                           row_class=lambda r: "bad" if _killed(r) is False else "")
     note = ('<p class="note bad">A surviving mutant is a bug the suite cannot see: '
