@@ -55,7 +55,9 @@ def synthetic_results() -> dict:
                      "examples_to_kill": None, "killed_by": ""}],
             "quant_zoo": [{"mutant": "q4_0_wrong_scale", "killed": True, "examples_to_kill": 1,
                            "killed_by": "dequant"}],
-            "ops_zoo": [{"mutant": "rmsnorm_no_eps", "killed": True, "examples_to_kill": 2, "killed_by": "rmsnorm"}],
+            # the ops zoo records {mutant: {...}} with examples_to_kill and no "killed" field
+            "ops_zoo": {"rmsnorm_no_eps": {"bug": "rms_norm without eps", "examples_to_kill": 2,
+                                           "property": "impl_vs_oracle[rms_norm]"}},
             "llama_cpp_findings": [{"sampler": "top_n_sigma", "finding": "FINDING-NSIGMA", "witness": EVIL}],
             "stats_gate": {"alpha": 1e-6, "trials": 2000, "false_failures": 0, "per_test": {"dist": 1e-7}},
             "engine_matrix": {"oddly": ["shaped", 1, math.nan]},
@@ -102,7 +104,7 @@ def test_every_record_and_table_is_shown(page):
         assert re.search(rf"<td[^>]*>{rec}</td>", page), rec
     for mutant in ("topk_off_by_one", "softmax_no_max_shift", "q4_0_wrong_scale", "rmsnorm_no_eps"):
         assert mutant in page
-    assert "1 SURVIVED" in page
+    assert "1 SURVIVED" in page and "Bug zoo: op mutants (1 of 1 killed)" in page
     assert "WITNESS-TK-TP" in page and 'title="top_k then top_p vs top_p then top_k: differs (tvd 0.31)' in page
     assert "FINDING-NSIGMA" in page and "false_failures" in page and "weird_scalar" in page
     assert "gpu_impl.mirostat" in page and "NOT COVERED (2)" in page
