@@ -6,9 +6,10 @@ hypothesis-drawn rows (a 1/8 grid, so ties and exact boundaries are common; some
 float64 and float32 torch. Verdicts:
 
 - zeroed (-inf) sets: per class of equal pre-truncation scores, HF's kept count lies between the
-  oracle's at thresholds moved by δ towards "keep fewer" and "keep more" (δ = 2^-40 relative in
-  float64; in float32 (2n + log2 n + 8 + max|score|)·u32, the fp32 cumulative-sum and exp
-  rounding); where those agree this is exact equality. Equal scores are interchangeable because
+  oracle's at thresholds moved by δ towards "keep fewer" and "keep more"; δ = 0 in float64 (exact
+  boundaries such as two equal logits at top_p = 0.5 are where "<=" versus "<" shows, and an
+  independent float64 rounding landing on a boundary has probability ~1e-16 per example); in
+  float32 δ = (2n + log2 n + 8 + max|score|)·u32, the fp32 cumulative-sum and exp rounding. Equal scores are interchangeable because
   ``torch.sort`` is not stable on CPU (which tied token top_p / typical drop is unspecified);
 - probabilities: where the class counts equal the oracle's, the sorted softmax of HF's output
   matches the oracle's distribution within 1e-12 (float64) / 1e-6 (float32);
@@ -165,7 +166,7 @@ def judge(name: str, dtype: str, hf_out: np.ndarray, key: np.ndarray, oracle, th
 
 def delta_for(dtype: str, row: np.ndarray) -> float:
     if dtype == "float64":
-        return 2.0**-40
+        return 0.0  # exact: boundary equalities (e.g. two equal logits at p = 0.5) are semantics
     n = row.size
     return (2 * n + math.ceil(math.log2(max(n, 2))) + 8 + float(np.abs(row[np.isfinite(row)]).max())) * U[dtype]
 
@@ -242,3 +243,22 @@ def test_hf_generate_chain_matches_variant(dtype, data):
         thresholds["m"] = -1
     judge("generate-chain", dtype, hf_out, key, lambda p: o_hf.processed(row, s.with_(top_p=p["p"], min_p=p["m"])),
           thresholds, {"p": s.top_p, "m": s.min_p}, delta_for(dtype, key))
+
+
+# Exact boundaries (where "<=" versus "<" and tie handling show): equal logits whose tail mass is
+# exactly 1 - p, and transformers' own documented rows (probabilities [0.3, 0.1, 0.1, 0.5] at
+# p = 0.8 keep {0.5, 0.3}; [0.15, 0.3, 0.3, 0.25] keep {0.3, 0.3, 0.25}).
+BOUNDARY_ROWS = [([0.0, 0.0], 0.5), ([0.0] * 4, 0.5), ([0.0] * 4, 0.75), ([1.0, 1.0, 0.0], 0.0),
+                 (np.log([0.3, 0.1, 0.1, 0.5]).tolist(), 0.8), (np.log([0.15, 0.3, 0.3, 0.25]).tolist(), 0.8)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("row, p", BOUNDARY_ROWS)
+def test_hf_top_p_exact_boundaries(row, p, dtype):
+    row = np.asarray(row)
+    hf_out = run_hf(lp.TopPLogitsWarper(p), row, dtype)
+    want = o_hf.top_p(row.astype(getattr(np, dtype)).astype(np.float64), p)
+    cls, _ = classes(row, dtype)
+    assert class_counts(np.isfinite(hf_out), cls) == class_counts(np.isfinite(want), cls), \
+        f"TopPLogitsWarper({p})[{dtype}] on {row.tolist()}: HF keeps {np.flatnonzero(np.isfinite(hf_out)).tolist()}, " \
+        f"the variant {np.flatnonzero(np.isfinite(want)).tolist()}"
