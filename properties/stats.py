@@ -117,6 +117,8 @@ def merge_bins(expected: np.ndarray, order: np.ndarray, e_min: float) -> np.ndar
 
 def exact_tail(observed: np.ndarray, mass: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Per bin: two-sided exact tail probability (capped at 1) and the signed normal score z."""
+    # a bin holding (almost) all the mass can sum to 1 + 1 ulp; binom would return NaN there
+    mass = np.clip(mass, 0.0, 1.0)
     upper = binom.sf(observed - 1, n, mass)   # P[X >= O]
     lower = binom.cdf(observed, n, mass)      # P[X <= O]
     excess = observed >= n * mass
