@@ -8,16 +8,13 @@ at least one token survives whenever one was finite.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from oracle.samplers.base import Empty
 from properties import recording
 from properties.catalogue import sampler_records
-from properties.checks import Case, oracle_survivors, run_impl, survivors
-from properties.errors import U32, log2n
-from properties.helpers import covered, params_for, record_cases
+from properties.checks import check_min_keep, check_monotone, check_noop, check_softmax_invariants
+from properties.helpers import covered, record_cases
 from properties.strategies import cases
 
 FILTERS = sampler_records("filter")
@@ -26,20 +23,8 @@ NOOP = [r for r in sampler_records("filter", "transform") if r.noop]
 
 @given(case=cases(dtypes=("float32", "float16", "bfloat16")), shift=st.integers(-256, 256))
 def test_softmax_invariants(impl, case, shift):
-    # snap to a 2^-8 grid within ±512 so that l + shift is exact in fp32
-    grid = np.where(np.isfinite(case.logits.astype(np.float64)),
-                    np.clip(np.round(case.logits.astype(np.float64) * 256) / 256, -512, 512), -np.inf)
-    x = grid.astype(np.float32)
     with covered():
-        p = impl("softmax", x)
-        p_shift = impl("softmax", (grid + shift).astype(np.float32))
-    n = np.isfinite(x).sum(axis=1)
-    assert (p >= 0).all(), "negative probability"
-    assert (p[~np.isfinite(x)] == 0).all(), "a -inf logit got non-zero probability"
-    sums = p.astype(np.float64).sum(axis=1)
-    bound = np.array([(2 * log2n(int(k)) + 4) * U32 for k in n])
-    assert (np.abs(sums - 1) <= bound).all(), f"row sums {sums} differ from 1 by more than {bound}"
-    assert np.array_equal(p, p_shift), "softmax is not invariant under an exact shift of the logits"
+        check_softmax_invariants(impl, case, shift)
     recording.note("softmax", "invariants", case.dtype)
 
 
@@ -48,13 +33,8 @@ def test_softmax_invariants(impl, case, shift):
 def test_noop_parameters_are_exact_noops(impl, record, data):
     case = data.draw(cases(dtypes=("float32",)), label="case")
     noop = data.draw(st.sampled_from(record.noop), label="noop")
-    params = {k: (np.stack([v] * case.batch) if isinstance(v, np.ndarray) else np.full(case.batch, v))
-              for k, v in noop.items()}
-    c = Case(case.family, case.vocab, case.dtype, case.seeds, params, case.logits)
     with covered():
-        out = run_impl(impl, record, c)
-    assert np.array_equal(out, case.logits.astype(np.float32)), f"{record.name}{noop} changed the logits"
-    assert isinstance(record.oracle({**noop, "n_vocab": case.vocab}), Empty), f"oracle {record.name}{noop} is not empty"
+        check_noop(impl, record, case, noop)
     recording.note(record.name, "noop", case.dtype)
 
 
@@ -62,18 +42,9 @@ def test_noop_parameters_are_exact_noops(impl, record, data):
 @given(data=st.data())
 def test_survivors_monotone_in_parameter(impl, record, data):
     case = data.draw(record_cases(record, "float32"), label="case")
-    param, direction, active_from = record.monotone[0]
-    other = data.draw(record.params(case.batch, case.vocab), label="other")[param]
-    mine = np.maximum(case.params[param], active_from)
-    other = np.maximum(other, active_from)
-    lo, hi = np.minimum(mine, other), np.maximum(mine, other)
-    small, large = (lo, hi) if direction > 0 else (hi, lo)
-    for name, kept in (("oracle", lambda p: oracle_survivors(record, case, {**case.params, param: p})),
-                       ("impl", lambda p: survivors(impl, record, case, {**case.params, param: p}))):
-        with covered():
-            a, b = kept(small), kept(large)
-        bad = np.flatnonzero((a & ~b).any(axis=1))
-        assert bad.size == 0, f"{name}: survivors at {param}={small[bad]} not within those at {large[bad]}"
+    other = data.draw(record.params(case.batch, case.vocab), label="other")[record.monotone[0][0]]
+    with covered():
+        check_monotone(impl, record, case, other)
     recording.note(record.name, "monotone", case.dtype)
 
 
@@ -81,11 +52,6 @@ def test_survivors_monotone_in_parameter(impl, record, data):
 @given(data=st.data())
 def test_min_keep_and_nonempty(impl, record, data):
     case = data.draw(record_cases(record, "float32"), label="case")
-    n_finite = np.isfinite(case.logits).sum(axis=1)
-    want = np.minimum(case.params["min_keep"], n_finite) if record.min_keep else np.zeros(case.batch, int)
-    want = np.maximum(want, 1)
     with covered():
-        for name, kept in (("oracle", oracle_survivors(record, case)), ("impl", survivors(impl, record, case))):
-            got = kept.sum(axis=1)
-            assert (got >= want).all(), f"{name}: {got} survivors, at least {want} required ({case!r})"
+        check_min_keep(impl, record, case)
     recording.note(record.name, "min_keep", case.dtype)

@@ -29,9 +29,20 @@ def _kept_count(record: SamplerRecord, row: np.ndarray, params: Params) -> int:
     return int(record.oracle_kept(row, params).sum())
 
 
+def exact_masses(row: np.ndarray) -> bool:
+    """True when every fp32 probability and partial sum of the row is exact: 2^j equal finite
+    logits (each p = 2^-j, exp(0) = 1 and the sum 2^j are exact). There the boundary convention
+    (cum >= p or cum > p) is observable, and no rounding allowance may hide it."""
+    fin = row[np.isfinite(row)]
+    return fin.size > 0 and bool((fin == fin[0]).all()) and (fin.size & (fin.size - 1)) == 0
+
+
 def _mass_variants(name: str):
-    """p ± the fp32 cumulative-mass allowance at the oracle's crossing position."""
+    """p ± the fp32 cumulative-mass allowance at the oracle's crossing position (none on rows
+    whose masses are exact)."""
     def variants(params: Params, row: np.ndarray) -> list[Params]:
+        if exact_masses(row):
+            return [params]
         k = _kept_count(RECORDS_BY_NAME[name], row, params)
         d = mass_allowance(k, int(np.isfinite(row).sum()))
         return [params, {**params, "p": params["p"] - d}, {**params, "p": params["p"] + d}]
@@ -39,8 +50,9 @@ def _mass_variants(name: str):
 
 
 def _min_p_variants(params: Params, row: np.ndarray) -> list[Params]:
-    # fp32 max + logf(p): both terms rounded, so the threshold moves by ~u·(|max| + |ln p|) each
-    if params["p"] <= 0:
+    # fp32 max + logf(p): both terms rounded, so the threshold moves by ~u·(|max| + |ln p|) each;
+    # at p == 1 both are exact (logf(1) = 0, max + 0 = max) and the threshold is the max itself
+    if params["p"] <= 0 or params["p"] == 1:
         return [params]
     m = float(row[np.isfinite(row)].max()) if np.isfinite(row).any() else 0.0
     # capped: past e^±700 the variants already mean "keep only the max" and "keep everything"
@@ -80,6 +92,8 @@ def _xtc_oracle(p: Params) -> s.Sampler:
 
 
 def _xtc_variants(params: Params, row: np.ndarray) -> list[Params]:
+    if exact_masses(row):
+        return [params]
     d = mass_allowance(8, int(np.isfinite(row).sum()))
     return [params, {**params, "threshold": params["threshold"] - d}, {**params, "threshold": params["threshold"] + d}]
 
@@ -187,6 +201,12 @@ def _mirostat_v2_oracle(p: Params) -> s.Sampler:
     return smp
 
 
+# The number of survivors lies within the counts of the oracle runs at the variants: a tie of
+# equal logits chooses *which* tokens survive, never how many (they form a prefix of an order, or
+# all pass a threshold on the logit together). Not top_n_sigma, whose near-tie allowance is
+# threshold rounding outside the variants: there a tied group may go either way.
+COUNT_FIXED = frozenset({"count"})
+
 RECORDS: list[SamplerRecord] = [
     SamplerRecord(
         name="greedy", kind="select", impl_name="greedy", oracle=lambda p: s.greedy(),
@@ -224,7 +244,8 @@ RECORDS: list[SamplerRecord] = [
                                                       st.integers(1, max(v, 1))), b, np.int64)),
         impl=lambda impl, x, p: impl("top_k", x, p["k"]), key=_logit_key,
         noop=({"k": 0}, {"k": -5}), monotone=(("k", +1, 1),),
-        allowance="none beyond ties: tokens equal to the k-th logit are interchangeable"),
+        tags=COUNT_FIXED,
+        allowance="none beyond ties: tokens equal to the k-th logit are interchangeable, their count is not"),
     SamplerRecord(
         name="top_p", kind="filter", impl_name="top_p", oracle=lambda p: s.top_p(p["p"], p["min_keep"]),
         params=lambda b, v: _dict(p=per_row(_prob((0.0, 0.5, 0.9, 0.95, 1.0), 0.0, 1.0), b),
@@ -232,6 +253,7 @@ RECORDS: list[SamplerRecord] = [
         impl=lambda impl, x, p: impl("top_p", x, p["p"], p["min_keep"]),
         variants=_mass_variants("top_p"), key=_logit_key, noop=({"p": 1.0, "min_keep": 0}, {"p": 1.5, "min_keep": 2}),
         monotone=(("p", +1, -math.inf),), min_keep=True,
+        tags=COUNT_FIXED,
         allowance="the crossing token may differ when the cumulative mass is within "
                   "(2k + log2 n + 8)·u32 of p (k = tokens kept); ties at the boundary interchangeable"),
     SamplerRecord(
@@ -241,6 +263,7 @@ RECORDS: list[SamplerRecord] = [
         impl=lambda impl, x, p: impl("min_p", x, p["p"], p["min_keep"]),
         variants=_min_p_variants, key=_logit_key, noop=({"p": 0.0, "min_keep": 0}, {"p": -1.0, "min_keep": 3}),
         monotone=(("p", -1, -math.inf),), min_keep=True,
+        tags=COUNT_FIXED,
         allowance="tokens within 4·u32·(|max logit| + |ln p| + 1) of the threshold max + ln p"),
     SamplerRecord(
         name="typical", kind="filter", impl_name="typical", oracle=lambda p: s.typical(p["p"], p["min_keep"]),
@@ -249,6 +272,7 @@ RECORDS: list[SamplerRecord] = [
         impl=lambda impl, x, p: impl("typical", x, p["p"], p["min_keep"]),
         variants=_mass_variants("typical"), key=_typical_key, noop=({"p": 1.0, "min_keep": 0},),
         monotone=(("p", +1, -math.inf),), min_keep=True,
+        tags=COUNT_FIXED,
         allowance="cumulative-mass allowance as top_p, and typicality scores |-ln p - H| within "
                   "4·u32·(max|ln p| + H + log2 n + 8) of each other are interchangeable"),
     SamplerRecord(
@@ -267,8 +291,12 @@ RECORDS: list[SamplerRecord] = [
         variants=_xtc_variants, key=_logit_key,
         noop=({"probability": 0.0, "threshold": 0.1, "min_keep": 0, "chance": 0.0},
               {"probability": 1.0, "threshold": 0.6, "min_keep": 0, "chance": 0.0}),
-        min_keep=True,
-        allowance="tokens whose probability is within (log2 n + 24)·u32 of the threshold"),
+        min_keep=True, masked_are_candidates=False,
+        tags=COUNT_FIXED,
+        allowance="tokens whose probability is within (log2 n + 24)·u32 of the threshold. Judged against "
+                  "the oracle on the array without -inf entries: llama.cpp's min_keep test counts -inf "
+                  "candidates in size (size - pos_last >= min_keep), so its own result differs between "
+                  "a truncated and a masked chain"),
     SamplerRecord(
         name="logit_bias", kind="transform", impl_name="logit_bias",
         oracle=lambda p: s.logit_bias(p["n_vocab"], _bias_pairs(p)),
