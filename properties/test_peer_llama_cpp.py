@@ -14,7 +14,6 @@ import pytest
 from hypothesis import assume, given, settings, strategies as st
 
 from properties import recording
-from properties.errors import ErrorReport
 from properties.profiles import current_profile
 from properties.peers import llama_cpp as peer
 
@@ -32,6 +31,8 @@ from properties.strategies import cases, vocab_sizes  # noqa: E402
 
 pytestmark = pytest.mark.peer
 STEPS = 100
+# per record: examples, steps, steps identical up to ties, steps where llama.cpp differed legally,
+# why streams stopped early, and the largest fraction of the p / logit allowance llama.cpp used
 SUMMARY: dict[str, dict] = {}
 recording.table("llama_cpp_peer", SUMMARY)
 recording.table("llama_cpp_findings", findings.table())
@@ -60,16 +61,12 @@ def _tally(name: str, **counts) -> None:
             row[key] += value
 
 
-def _note(name: str, prop: str, p_ratio: float) -> None:
-    # p agreement in units of u: the worst |Δp| relative to its allowance
-    recording.note(name, prop, "float32", ErrorReport(p_ratio, 1.0, 0) if p_ratio else None)
-
-
 def _exact_rows(record) -> st.SearchStrategy:
     """m equal maxima (p = 1/m, cumulative masses k/m: exact in float) plus -inf tokens: the
     boundary cases (cum == p, p == threshold) where llama.cpp's >= / > rules are decided exactly."""
     def row(m: int, n_masked: int, level: float) -> np.ndarray:
         return np.array([level] * m + [-np.inf] * n_masked, dtype=np.float32)
+
     def aligned(params: dict, m: int, k: int) -> dict:
         # put the rule's threshold exactly on a cumulative mass / probability of the row
         return {**params, **{key: k / m for key in ("p", "threshold") if key in params}}
@@ -95,7 +92,7 @@ def test_one_apply_matches_llama_cpp(record, data):
         assume(False)  # outside what this record claims; findings and strategies cover it
     _tally(record.name, examples=1, steps=1, identical=int(verdict.identical),
            worst_p_ratio=verdict.p_ratio, worst_logit_ratio=verdict.logit_ratio)
-    _note(record.name, "llama_cpp_apply", verdict.p_ratio)
+    recording.note(record.name, "llama_cpp_apply", "float32")
 
 
 STATEFUL = [r for r in RECORDS if r.stream]

@@ -96,6 +96,23 @@ def _dry_testing_disabled():
     return {"killed_by_signal": status < 0}, {"sampler": o.name}
 
 
+def _bucket_overflow():
+    x = np.zeros(300)
+    x[5], x[7] = 1e9, 3e8
+    q = _peer_apply(peer.top_k(129), x)
+    o = _oracle_apply(s.top_k(129), x)
+    return ({"first": int(q.ids[0]), "token_5_kept": bool((q.ids == 5).any())},
+            {"first": int(o.ids[0]), "token_5_kept": bool((o.ids == 5).any())})
+
+
+def _sigma_overflow():
+    x = [3e19, 0.0, 0.0, 0.0]
+    q = _peer_apply(peer.top_n_sigma(1.0), x)
+    o = _oracle_apply(s.top_n_sigma(1.0), x)
+    return {"masked": np.flatnonzero(np.isneginf(q.logits)).tolist()}, \
+        {"masked": np.flatnonzero(np.isneginf(o.logits)).tolist()}
+
+
 def _picks(smp, first, n=4) -> list[int]:
     """Selected index after applying to ``first`` then ``n`` times to 256 zero logits."""
     if first is not None:
@@ -168,6 +185,20 @@ FINDINGS: list[Finding] = [
             "The oracle keeps min(k, size) tokens (the intent; ARM's saturating conversion agrees).",
             "mirostat(n_vocab=4, seed=0, tau=5, eta=0.1, m=100) on logits [0, 0, 0, 0]",
             {"size": 1}, {"size": 4, "k": "inf"}, _mirostat_overflow),
+    Finding("bucket-sort-int-overflow", "top_k (k > 128) and every sort of > 128 candidates", "llama.cpp behaviour",
+            "llama.cpp's bucket sort puts a logit in bucket int(6.4f·logit + 64), clamped to [0, 127]. From "
+            "logit ~3.36e8 on the float -> int conversion overflows (undefined; x86-64 gives INT_MIN), the "
+            "clamp sends the token to the LOWEST bucket, and the largest logits sort last: top_k(k > 128) "
+            "drops them, and softmax-with-sort (top_p, typical, xtc, mirostat, temp_ext, min_p's fallback) "
+            "orders them last. The oracle sorts by value.",
+            "top_k(129) on 300 logits: 0 everywhere, 1e9 at token 5, 3e8 at token 7",
+            {"first": 7, "token_5_kept": False}, {"first": 5, "token_5_kept": True}, _bucket_overflow),
+    Finding("top-n-sigma-variance-overflow", "top_n_sigma", "llama.cpp behaviour",
+            "top_n_sigma accumulates the squared deviations in a float: beyond |logit - mean| ~ 1.8e19 the "
+            "sum overflows to inf, std = inf, the threshold max - n·std = -inf and nothing is masked. The "
+            "oracle's float64 variance masks as specified.",
+            "top_n_sigma(1.0) on logits [3e19, 0, 0, 0]",
+            {"masked": []}, {"masked": [1, 2, 3]}, _sigma_overflow),
     Finding("greedy-no-finite-logit", "greedy", "llama.cpp behaviour",
             "greedy on an array with no finite logit returns index 0 (a -inf token); the oracle raises.",
             "greedy() on logits [-inf, -inf, -inf, -inf]",

@@ -1,0 +1,175 @@
+"""The judge's selecting samplers: dist, mirostat, mirostat v2, adaptive-p.
+
+A selection is judged in two exact halves: the array llama.cpp selected from must be legal (as
+for the filters), and the index it selected must be exactly what its own rule gives on its own
+array with the oracle's RNG draw (dist: the CDF interval of u, widened by the float expf error
+only; the others: libstdc++ ``discrete_distribution`` over llama.cpp's own float p). State llama.cpp
+keeps in float (mirostat's mu, adaptive-p's EMA) is tracked as a drift bound across a stream.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from oracle.candidates import TokenDataArray
+from properties.peers.float_model import TINY, U, discrete_select, seq_sum_bound, softmax_f32
+from properties.peers.judge import P_FLOOR, FindingDomain, Legal, dense, lookup
+from properties.peers.legal_filters import _ranked, _sorted_view, _vocab
+from properties.peers.llama_cpp import PeerOutput
+
+_LN2 = math.log(2.0)
+
+
+@dataclass
+class Drift:
+    """Bounds on how far llama.cpp's float state has drifted from the oracle's float64 state."""
+
+    mu: float = 0.0
+    ema_sum: float | None = None
+    ema_weight: float | None = None
+
+
+def _dist(pre, cur, out, drift) -> Legal:
+    v, n = _vocab(cur), cur.size
+    if n == 1:
+        p_ref, p_tol = np.ones(1), np.zeros(1)
+        legal = Legal((1, 1), "same", frozenset({cur.sorted}), p=lookup(dense(cur.ids, p_ref, v), dense(cur.ids, p_tol, v)))
+        legal.select = lambda q: None if q.selected == 0 else f"selected {q.selected} of 1"
+        return legal
+    u = copy.deepcopy(pre.rng).uniform_double()
+    l = cur.logits
+    fin = np.isfinite(l)
+    x = np.where(fin, l - l.max(), 0.0)
+    e = np.where(fin, np.exp(x), 0.0)
+    de = np.where(fin, e * U * (np.abs(x) + 2) + TINY, 0.0)  # float expf(l - max); the sums are double
+    s, ds = e.sum(), de.sum()
+    cdf = np.cumsum(e) / s
+    err = (np.cumsum(de) + np.cumsum(e) * ds / s) / s + 2.0**-50
+    below = np.concatenate([[-np.inf], cdf[:-1] - err[:-1]])
+    legal_idx = (below < u) & (cdf + err >= u)
+    p = e / s
+    dp = np.where(fin, p * (U * (np.abs(x) + 2) + ds / s + U) + TINY, 0.0)
+    legal = Legal((n, n), "same", frozenset({cur.sorted}),
+                  p=lookup(dense(cur.ids, p, v), dense(cur.ids, np.maximum(P_FLOOR, dp), v)))
+
+    def select(q: PeerOutput) -> str | None:
+        if 0 <= q.selected < n and legal_idx[q.selected]:
+            return None
+        return f"selected index {q.selected}; u={u!r} allows {np.flatnonzero(legal_idx)[:6].tolist()} (oracle {out.selected})"
+    legal.select = select
+    legal.notes["u"] = u
+    return legal
+
+
+def _discrete_select(pre, out_size_min: int) -> tuple[float | None, object]:
+    u = copy.deepcopy(pre.rng).uniform_double()
+
+    def select(q: PeerOutput) -> str | None:
+        expect = discrete_select(q.p, u)
+        return None if q.selected == expect else f"selected {q.selected}, discrete_distribution(p, u={u!r}) gives {expect}"
+    return u, select
+
+
+def _renormalised(cur: TokenDataArray):
+    """p over whichever prefix the peer kept: float64 softmax of those logits, float model bound."""
+    logit = dense(cur.ids, cur.logits, _vocab(cur))
+
+    def model(ids: np.ndarray):
+        p, dp = softmax_f32(logit[ids])
+        return p, np.maximum(P_FLOOR, dp)
+    return model
+
+
+def _mirostat(pre, cur, out, drift) -> Legal:
+    n = cur.size
+    order, l, _ = _sorted_view(cur)
+    p, dp = softmax_f32(l)
+    m = min(pre.m - 1, n - 1)
+    i = np.arange(max(m, 0))
+    t = np.log((i + 2) / (i + 1))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        b = np.log(p[i] / p[i + 1])
+        db = dp[i] / p[i] + dp[i + 1] / p[i + 1] + U * (1 + 2 * np.abs(b))
+        a, bb = (t * b).sum(), (t * t).sum()
+        da = (t * db + 3 * U * t * np.abs(b)).sum() + U * np.abs(t * b).sum() + seq_sum_bound(t * b)[-1:].sum()
+        dbb = 7 * U * bb
+        s_hat = a / bb
+        ds = abs(s_hat) * (abs(da / a) + dbb / bb + U) if np.isfinite(s_hat) else 0.0
+
+        def k_of(s, mu):
+            e = s - 1
+            return ((e * np.exp2(mu)) / (1 - np.float64(pre.n_vocab) ** (-e))) ** (1 / s)
+        ks = np.array([k_of(s, mu) for s in (s_hat - ds, s_hat, s_hat + ds)
+                       for mu in (pre.mu - drift.mu, pre.mu, pre.mu + drift.mu)])
+    if not np.isfinite(ks).all() or ks.max() >= 2.0**31:
+        raise FindingDomain("mirostat-k-overflow")
+    slack = 8 * U * (1 + np.abs(np.log(ks)).max())
+    k_lo, k_hi = ks.min() * (1 - slack), ks.max() * (1 + slack)
+    sizes = (min(max(int(k_lo), 1), n), min(max(int(k_hi), 1), n))
+    legal = _ranked(cur, sizes, {True}, order, p=_renormalised(cur))
+    _, legal.select = _discrete_select(pre, sizes[0])
+    _update_mu(pre, out, drift)
+    return legal
+
+
+def _update_mu(pre, out: TokenDataArray, drift: Drift) -> None:
+    p_sel = float(out.p[out.selected])
+    _, dp = softmax_f32(out.logits)
+    e = -math.log2(p_sel) - pre.tau
+    drift.mu += pre.eta * (dp[out.selected] / (p_sel * _LN2) + 2 * U * abs(math.log2(p_sel))) \
+        + U * (abs(pre.eta * e) + 2 * abs(pre.mu) + abs(e))
+
+
+def _mirostat_v2(pre, cur, out, drift) -> Legal:
+    n = cur.size
+    order, l, _ = _sorted_view(cur)
+    p, dp = softmax_f32(l)
+    with np.errstate(divide="ignore", invalid="ignore"):  # p = 0: surprise inf, always cut
+        surprise = -np.log2(p)
+        err = np.where(p > 0, dp / (p * _LN2) + 2 * U * np.abs(surprise), 0.0) + drift.mu + U * abs(pre.mu)
+    maybe_cut, sure_cut = surprise + err > pre.mu, surprise - err > pre.mu
+    first = lambda mask: int(np.argmax(mask)) if mask.any() else n
+    sizes = (max(first(maybe_cut), 1), max(first(sure_cut), 1))
+    legal = _ranked(cur, sizes, {True}, order, p=_renormalised(cur))
+    _, legal.select = _discrete_select(pre, sizes[0])
+    _update_mu(pre, out, drift)
+    return legal
+
+
+def _adaptive_p(pre, cur, out, drift) -> Legal:
+    v, n = _vocab(cur), cur.size
+    p0, dp0 = softmax_f32(cur.logits)
+    flags = frozenset({cur.sorted})
+    if pre.target < 0:
+        legal = Legal((n, n), "same", flags, p=lookup(dense(cur.ids, p0, v), dense(cur.ids, np.maximum(P_FLOOR, dp0), v)))
+        _, legal.select = _discrete_select(pre, n)
+        return legal
+    if drift.ema_sum is None:  # float init: target/(1 - decay) and 1/(1 - decay)
+        drift.ema_sum, drift.ema_weight = 3 * U * abs(pre.weighted_sum), 3 * U * pre.total_weight
+    ws, tw = pre.weighted_sum, pre.total_weight
+    target = min(max(pre.target, 0.0), 1.0)
+    da = 2 * (drift.ema_sum / tw + abs(ws) * drift.ema_weight / tw**2) + U * (4 * target + 3 * abs(ws / tw))
+    d = np.abs(p0 - _adapted(pre)) / 0.3
+    dd = (dp0 + da) / 0.3 + 3 * U * d
+    z = 5.0 - 10.0 * d * d / (1 + d)
+    dz = 10 * (2 * d + d * d) / (1 + d) ** 2 * dd + 5 * U * (5 + np.abs(z))
+    fin = np.isfinite(cur.logits)
+    z, dz = np.where(fin, z, -np.inf), np.where(fin, dz, 0.0)
+    q, dq = softmax_f32(z)
+    dq = dq + q * (np.where(fin, dz, 0.0) + (q * np.where(fin, dz, 0.0)).sum())
+    legal = Legal((n, n), "same", flags, logits=lookup(dense(cur.ids, z, v), dense(cur.ids, dz, v)),
+                  p=lookup(dense(cur.ids, q, v), dense(cur.ids, np.maximum(P_FLOOR, dq), v)))
+    _, legal.select = _discrete_select(pre, n)
+    sel = out.selected
+    drift.ema_sum = dp0[sel] + pre.decay * drift.ema_sum + U * (pre.decay * abs(ws) + 2 * (p0[sel] + pre.decay * abs(ws)))
+    drift.ema_weight = pre.decay * drift.ema_weight + U * (pre.decay * tw + 2 * (1 + pre.decay * tw))
+    return legal
+
+
+def _adapted(pre) -> float:
+    target = min(max(pre.target, 0.0), 1.0)
+    a = target if pre.total_weight == 0 else 2 * target - pre.weighted_sum / pre.total_weight
+    return min(max(a, 0.0), 1.0)
