@@ -36,7 +36,8 @@ def _dist(pre, cur, out, drift) -> Legal:
     v, n = _vocab(cur), cur.size
     if n == 1:
         p_ref, p_tol = np.ones(1), np.zeros(1)
-        legal = Legal((1, 1), "same", frozenset({cur.sorted}), p=lookup(dense(cur.ids, p_ref, v), dense(cur.ids, p_tol, v)))
+        legal = Legal((1, 1), "same", frozenset({cur.sorted}),
+                      p=lookup(dense(cur.ids, p_ref, v), dense(cur.ids, p_tol, v)))
         legal.select = lambda q: None if q.selected == 0 else f"selected {q.selected} of 1"
         return legal
     u = copy.deepcopy(pre.rng).uniform_double()
@@ -64,13 +65,14 @@ def _dist(pre, cur, out, drift) -> Legal:
     return legal
 
 
-def _discrete_select(pre, out_size_min: int) -> tuple[float | None, object]:
+def _discrete_select(pre):
+    """The selection must be exactly discrete_distribution(its own p) with the oracle's next draw."""
     u = copy.deepcopy(pre.rng).uniform_double()
 
     def select(q: PeerOutput) -> str | None:
         expect = discrete_select(q.p, u)
         return None if q.selected == expect else f"selected {q.selected}, discrete_distribution(p, u={u!r}) gives {expect}"
-    return u, select
+    return select
 
 
 def _renormalised(cur: TokenDataArray):
@@ -110,7 +112,7 @@ def _mirostat(pre, cur, out, drift) -> Legal:
     k_lo, k_hi = ks.min() * (1 - slack), ks.max() * (1 + slack)
     sizes = (min(max(int(k_lo), 1), n), min(max(int(k_hi), 1), n))
     legal = _ranked(cur, sizes, {True}, order, p=_renormalised(cur))
-    _, legal.select = _discrete_select(pre, sizes[0])
+    legal.select = _discrete_select(pre)
     _update_mu(pre, out, drift)
     return legal
 
@@ -134,7 +136,7 @@ def _mirostat_v2(pre, cur, out, drift) -> Legal:
     first = lambda mask: int(np.argmax(mask)) if mask.any() else n
     sizes = (max(first(maybe_cut), 1), max(first(sure_cut), 1))
     legal = _ranked(cur, sizes, {True}, order, p=_renormalised(cur))
-    _, legal.select = _discrete_select(pre, sizes[0])
+    legal.select = _discrete_select(pre)
     _update_mu(pre, out, drift)
     return legal
 
@@ -145,7 +147,7 @@ def _adaptive_p(pre, cur, out, drift) -> Legal:
     flags = frozenset({cur.sorted})
     if pre.target < 0:
         legal = Legal((n, n), "same", flags, p=lookup(dense(cur.ids, p0, v), dense(cur.ids, np.maximum(P_FLOOR, dp0), v)))
-        _, legal.select = _discrete_select(pre, n)
+        legal.select = _discrete_select(pre)
         return legal
     if drift.ema_sum is None:  # float init: target/(1 - decay) and 1/(1 - decay)
         drift.ema_sum, drift.ema_weight = 3 * U * abs(pre.weighted_sum), 3 * U * pre.total_weight
@@ -162,7 +164,7 @@ def _adaptive_p(pre, cur, out, drift) -> Legal:
     dq = dq + q * (np.where(fin, dz, 0.0) + (q * np.where(fin, dz, 0.0)).sum())
     legal = Legal((n, n), "same", flags, logits=lookup(dense(cur.ids, z, v), dense(cur.ids, dz, v)),
                   p=lookup(dense(cur.ids, q, v), dense(cur.ids, np.maximum(P_FLOOR, dq), v)))
-    _, legal.select = _discrete_select(pre, n)
+    legal.select = _discrete_select(pre)
     sel = out.selected
     drift.ema_sum = dp0[sel] + pre.decay * drift.ema_sum + U * (pre.decay * abs(ws) + 2 * (p0[sel] + pre.decay * abs(ws)))
     drift.ema_weight = pre.decay * drift.ema_weight + U * (pre.decay * tw + 2 * (1 + pre.decay * tw))
