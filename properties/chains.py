@@ -80,8 +80,13 @@ def chain_cases(draw, names: tuple[str, ...] | None = None, max_vocab: int = 409
 
 def oracle_chain(row: np.ndarray, chain: list[Step], masked_handoff: bool = False) -> TokenDataArray:
     """The truncating oracle chain; ``masked_handoff`` rebuilds the array from the dense masked
-    row after every sampler, -inf entries included, as llama.cpp's CPU receives a backend row."""
+    row after every sampler, -inf entries included, as llama.cpp's CPU receives a backend row.
+
+    The input's own -inf entries are dropped first: a masked row cannot say whether -inf was a
+    candidate, and llama.cpp's xtc (size >= 2, min_keep, p >= threshold with p = 0) and
+    temp_ext (ln size) give different answers when it was."""
     cur = TokenDataArray.from_logits(row.astype(np.float64))
+    cur.keep(np.flatnonzero(np.isfinite(cur.logits)))
     for step in chain:
         step.record.oracle({**step.scalar(), "n_vocab": row.size}).apply(cur)
         if masked_handoff:
