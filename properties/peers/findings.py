@@ -169,7 +169,23 @@ def _adaptive_target_clamp():
     return {"logits": llama}, {"logits": _rounded(cur.logits)}
 
 
+def _stale_sorted():
+    x = [1.0, 1.0, 1.0]
+    q = _peer_apply(peer.chain([peer.top_k(3), peer.logit_bias(3, {1: 0.5}), peer.top_k(1)]), x)
+    cur = TokenDataArray.from_logits(np.asarray(x))
+    for smp in (s.top_k(3), s.logit_bias(3, {1: 0.5}), s.top_k(1)):
+        smp.apply(cur)
+    return {"ids": q.ids.tolist()}, {"ids": cur.ids.tolist()}
+
+
 FINDINGS: list[Finding] = [
+    Finding("logit-bias-stale-sorted", "logit_bias", "llama.cpp behaviour",
+            "logit_bias changes logits but leaves cur_p->sorted = true, so a later top_k / top_p / min_p "
+            "trusts the stale order and keeps the wrong tokens. common_sampler puts logit_bias first, so "
+            "only custom chains hit it (and the truncation ≡ masking property found it). The oracle "
+            "invalidates the order, as every other logit-changing sampler does.",
+            "chain top_k(3) -> logit_bias({1: +0.5}) -> top_k(1) on logits [1, 1, 1]",
+            {"ids": [0]}, {"ids": [1]}, _stale_sorted),
     Finding("typical-nan-entropy", "typical", "llama.cpp behaviour",
             "typical sums -p·logf(p) with no p > 0 guard. One p = 0 (a -inf logit, e.g. after top_n_sigma, "
             "logit_bias or a grammar; or expf underflow below e^-104) makes the entropy NaN, every "
