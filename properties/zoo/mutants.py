@@ -16,6 +16,10 @@ Decisions a reader may want stated:
 * no renormalisation before dist: a fixed-shape dist only sees the masked row, so the missing
   normaliser is that row's sum S = sum exp(l - max) (u is compared with a CDF of total S, not 1);
   the "pre-filter softmax zeroed by the filter" variant is the same bug with total M < 1.
+* ">= versus >" mutants (top_p_strict, typical_ge, min_p_strict, xtc_strict) differ from the
+  real function only when a mass or probability equals p exactly. typical_ge and xtc_strict
+  wrap the real function with p moved one float32 step, which on float32 sums is exactly the
+  flipped comparison.
 * min_p on the un-tempered logits after temp is an ordering bug between two functions (the
   order matrix judges sampler order on the oracle); it has no single-function form here.
 """
