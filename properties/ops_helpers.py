@@ -2,13 +2,10 @@
 backend), parameter lists, and a helper that records a check's measurement."""
 from __future__ import annotations
 
-import importlib
-
 import pytest
 
 from properties import recording
-from properties.backends import NOT_COVERED, load_impl
-from properties.helpers import covered
+from properties.helpers import covered, submodule_impl
 from properties.ops_errors import note
 from properties.ops_properties import OpProperty, properties
 
@@ -16,15 +13,7 @@ from properties.ops_properties import OpProperty, properties
 @pytest.fixture(scope="session")
 def oimpl(impl):
     """The implementation's ops module: ``--impl gpu_impl`` -> ``gpu_impl.ops``."""
-    name = f"{impl.name}.ops"
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name not in (name, impl.name):
-            raise
-        NOT_COVERED.add(name)
-        pytest.skip(f"NOT COVERED: {impl.name} has no ops module")
-    return load_impl(name, impl.backend, module)
+    return submodule_impl(impl, "ops")
 
 
 def property_params(group: str):
