@@ -5,7 +5,6 @@ The harness there builds ``{id=i, logit=logf(p_i), p=p_i}`` (float), applies the
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest
