@@ -102,6 +102,18 @@ def _bias_pairs(p: Params) -> list[tuple[int, float]]:
     return [(int(t), float(b)) for t, b in zip(p["bias_ids"], p["bias_vals"]) if t >= 0]
 
 
+def _bias_bound(row: np.ndarray, p: Params) -> np.ndarray:
+    pairs = _bias_pairs(p)
+    ids = np.array([t for t, _ in pairs], dtype=np.int64)
+    vals = np.array([b for _, b in pairs])
+    count = np.bincount(ids, minlength=row.size).astype(float)
+    mags = np.bincount(ids, np.abs(vals), minlength=row.size)
+    exact = row + np.bincount(ids, vals, minlength=row.size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = (np.abs(row) + mags) / np.maximum(np.abs(exact), np.finfo(np.float32).tiny)
+    return np.where(np.isfinite(ratio), (count + 1) * ratio, 0.0) + 1
+
+
 def _dense_bias(params: Params, batch: int, vocab: int) -> np.ndarray:
     dense = np.zeros((batch, vocab), dtype=np.float32)
     for b in range(batch):
@@ -302,8 +314,9 @@ RECORDS: list[SamplerRecord] = [
         oracle=lambda p: s.logit_bias(p["n_vocab"], _bias_pairs(p)),
         params=_bias_params,
         impl=lambda impl, x, p: impl("logit_bias", x, _dense_bias(p, x.shape[0], x.shape[1])),
-        transform_bound_u=lambda row, p: np.full(row.size, 3.0),
-        allowance="one rounding of l + b (3 u with the dense fp32 bias built by summing repeats)"),
+        transform_bound_u=_bias_bound,
+        allowance="one rounding of l + b, plus one per repeated bias summed into the dense fp32 "
+                  "bias: (repeats + 1)·u of (|l| + Σ|b|), relative to |l + b| (cancellation included)"),
     SamplerRecord(
         name="penalties", kind="transform", impl_name="penalties", oracle=_penalties_oracle,
         params=_penalty_params,
