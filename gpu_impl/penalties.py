@@ -9,8 +9,9 @@ import numpy as np
 from gpu_impl._array import as_logits, is_cupy, row_param
 
 
-def _history(xp: ModuleType, history: Any, B: int, V: int) -> Any:
-    """int64 ``[B, H]``; a 1-D history is shared by every row."""
+def _history(xp: ModuleType, history: Any, B: int, V: int, ignore_out_of_vocab: bool = False) -> Any:
+    """int64 ``[B, H]``; a 1-D history is shared by every row. Ids >= V are refused, or turned
+    into padding with ``ignore_out_of_vocab`` (the engines that ignore them)."""
     if hasattr(history, "get") and not is_cupy(xp):
         history = history.get()
     h = xp.asarray(history)
@@ -21,6 +22,10 @@ def _history(xp: ModuleType, history: Any, B: int, V: int) -> Any:
     if h.size and (h.dtype == bool or h.dtype.kind not in "iu"):
         raise ValueError(f"history must hold integer token ids, got dtype {h.dtype}")
     h = h.astype(xp.int64)
+    if ignore_out_of_vocab:
+        if bool((h < -1).any()):
+            raise ValueError("history ids must be >= -1 (-1 is padding)")
+        return xp.where(h >= V, -1, h)
     bad = ((h < -1) | (h >= V)).any(axis=1)
     if bool(bad.any()):
         rows = xp.nonzero(bad)[0].tolist()

@@ -4,35 +4,16 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-import numpy as np
 
-from gpu_impl._array import is_cupy
+from gpu_impl.penalties import _history, _scatter_count
 
 
 def history_counts(xp: ModuleType, history: Any, B: int, V: int) -> Any:
     """int32 [B, V] occurrences of each id in ``history`` ([B, H] or [H], -1 = padding;
     ids >= V are ignored, as the engines do)."""
-    if hasattr(history, "get") and not is_cupy(xp):
-        history = history.get()
-    h = xp.asarray(history)
-    if h.ndim == 1:
-        h = xp.broadcast_to(h, (B, h.shape[0]))
-    if h.ndim != 2 or h.shape[0] != B:
-        raise ValueError(f"history has shape {tuple(h.shape)} but must be [batch={B}, H]")
-    if h.size and (h.dtype == bool or h.dtype.kind not in "iu"):
-        raise ValueError(f"history must hold integer token ids, got dtype {h.dtype}")
-    h = h.astype(xp.int64)
-    if bool((h < -1).any()):
-        raise ValueError("history ids must be >= -1 (-1 is padding)")
-    r, j = xp.nonzero((h >= 0) & (h < V))
-    out = xp.zeros((B, V), dtype=xp.int32)
-    if r.size:
-        if is_cupy(xp):
-            import cupyx
-            cupyx.scatter_add(out, (r, h[r, j]), xp.ones(r.shape, dtype=xp.int32))
-        else:
-            np.add.at(out, (r, h[r, j]), 1)
-    return out
+    h = _history(xp, history, B, V, ignore_out_of_vocab=True)
+    r, j = xp.nonzero(h >= 0)
+    return _scatter_count(xp, (B, V), r, h[r, j])
 
 
 def first_n_ascending(xp: ModuleType, x: Any, sorted_asc: Any, n: Any) -> Any:
