@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from reports.engine_matrix import engine_matrix_section
 from reports.order_matrix import order_matrix_section
 from reports.plots import ratio_plot
+from reports.precision import cosine_lies_section, ops_error_section
 from reports.records import records_section
+from reports.sampling_rules import sampling_rules_section
 from reports.summary import failures, header, tally, test_list
 from reports.tables import esc, generic
 from reports.zoo import is_zoo, zoo_section
@@ -22,8 +25,13 @@ TITLES = {  # titles and one-line explanations for the tables the suite is known
                    "How the statistical tests' thresholds were set and what false-failure rate and power "
                    "they were measured to have."),
     "distribution_gof": ("Sampling distributions: goodness of fit", ""),
-    "ops_error_u": ("Op error distribution (units of u)", ""),
-    "engine_matrix": ("Engine matrix", ""),
+    "peer_transformers": ("HF transformers peer: warpers vs the oracle's transformers variant",
+                          "Each HF warper (torch on CPU) and a generate-style chain on hypothesis-drawn rows. "
+                          "identical_sets: examples where both zeroed the same tokens; tie_permuted: the sets "
+                          "differed only in which of several equal scores was dropped (torch.sort is not stable); "
+                          "boundary_bracketed: a threshold landed within the float32 rounding bracket; "
+                          "max_prob_diff: largest probability difference; worst_u: largest error of a logit "
+                          "transform, in units of u."),
 }
 NAV = {"llama_cpp_findings": "llama.cpp", "stats_gate": "Stats gate"}
 
@@ -75,6 +83,26 @@ table.matrix th.rot{height:110px;vertical-align:bottom}
 table.matrix th.rot div{writing-mode:vertical-rl;transform:rotate(180deg);white-space:nowrap;margin:0 auto 4px}
 td.commute{background:#e5f4e8;color:#1e6b2f}td.differs{background:#f6c9c4;color:#8c1d12;font-weight:700;cursor:help}
 td.untested{background:#f6f7f9;color:#aab}td.diag{background:#eceff3;color:#99a}td.other{background:#fff2d6}
+p.lead{max-width:980px}
+table.engm{border-collapse:separate;border-spacing:3px;margin:8px 0;table-layout:fixed}
+table.engm th{font-size:12px;text-align:left;vertical-align:bottom;padding:2px 4px;font-weight:600}
+table.engm th.rowh{text-align:right;white-space:nowrap;vertical-align:middle;padding-right:8px}
+td.em{border-radius:4px;padding:5px 7px;vertical-align:top;font-size:11px;line-height:1.3;width:150px;cursor:help}
+td.em.same{background:#e5f4e8;color:#1e6b2f}td.em.na{background:repeating-linear-gradient(45deg,#f3f4f6 0 6px,#eceef1 6px 12px);color:#778}
+td.em.untested{background:#f6f7f9;color:#aab;text-align:center}
+.emtvd{font-size:15px;font-weight:700;font-variant-numeric:tabular-nums}
+.emsub{font-size:11px;color:inherit;opacity:.8;font-weight:400}.emnote{font-size:11px;color:#8a5a00;font-weight:600}
+.emflag{font-size:11px;font-weight:800;background:#fff;color:#a1261b;display:inline-block;padding:0 4px;border-radius:3px}
+ul.emwhy{margin:4px 0 0;padding:3px 4px 3px 16px;background:rgba(255,255,255,.88);color:#2a1a18;border-radius:3px}
+ul.emwhy li{margin:0 0 2px}ul.emwhy li.emmore{list-style:none;margin-left:-12px;color:#667}
+.emlegend{margin:8px 0;font-size:12px}.sw{display:inline-block;padding:1px 8px;margin-right:2px;border-radius:3px;
+ font-variant-numeric:tabular-nums}.sw.na{background:#eceef1;color:#778}
+table.emw td{font-size:12px}table.emw td:nth-child(5),table.emw td:nth-child(6),table.emw td:nth-child(7){max-width:340px}
+.bar{display:inline-block;width:70px;height:8px;background:#eef1f5;border-radius:4px;margin-right:6px;vertical-align:middle}
+.bar span{display:block;height:8px;border-radius:4px}
+.lies{background:#fdf6ec;border:1px solid #efcf9a;border-radius:6px;padding:4px 16px 8px}
+.tiles{display:flex;gap:14px;flex-wrap:wrap;margin:8px 0}.tile{background:#fff;border:1px solid #efdcbc;border-radius:6px;
+ padding:8px 14px;min-width:170px}.tile .big{font-size:24px;font-weight:700;color:#8c1d12;font-variant-numeric:tabular-nums}
 img.plot{max-width:100%;border:1px solid #e3e7ee;border-radius:4px}
 details>summary{cursor:pointer;color:#2c5aa0;margin:6px 0}
 footer{margin-top:40px;color:#889;font-size:12px}
@@ -87,14 +115,28 @@ def _section(name: str, value: Any) -> str:
     return f'<section id="table-{esc(name)}"><h2>{esc(title)}</h2>{intro_html}{generic(value)}</section>'
 
 
-def table_sections(tables: dict[str, Any]) -> list[tuple[str, str, str]]:
+ENGINE_TABLES = ("engine_matrix", "engine_matrix_max_tvd")  # both drawn by the engine matrix section
+SPECIAL = ("order_matrix", "engine_sampling_rules", "ops_error_u", "cosine_lies") + ENGINE_TABLES
+
+
+def table_sections(tables: dict[str, Any], worst_error: list[dict[str, Any]] | None = None,
+                   tests: list[dict[str, Any]] | None = None) -> list[tuple[str, str, str]]:
     """(anchor, nav label, html) for every named table: known kinds first, the rest generically."""
     out = []
     if "order_matrix" in tables:
         out.append(("order-matrix", "Order matrix", order_matrix_section(tables["order_matrix"])))
+    if any(n in tables for n in ENGINE_TABLES):
+        out.append(("engine-matrix", "Engine matrix", engine_matrix_section(tables)))
+    if "engine_sampling_rules" in tables:
+        out.append(("table-engine_sampling_rules", "Sampling rules",
+                    sampling_rules_section(tables["engine_sampling_rules"])))
+    if "ops_error_u" in tables:
+        out.append(("table-ops_error_u", "Op precision", ops_error_section(tables["ops_error_u"], worst_error)))
+    if "cosine_lies" in tables:
+        out.append(("table-cosine_lies", "Cosine lies", cosine_lies_section(tables["cosine_lies"])))
     for name in sorted((n for n in tables if is_zoo(n)), key=lambda n: (n != "zoo", n)):
-        out.append((f"table-{name}", name.replace("_", " "), zoo_section(name, tables[name])))
-    for name in sorted((n for n in tables if n != "order_matrix" and not is_zoo(n)), key=lambda n: (_group(n), n)):
+        out.append((f"table-{name}", name.replace("_", " "), zoo_section(name, tables[name], tests)))
+    for name in sorted((n for n in tables if n not in SPECIAL and not is_zoo(n)), key=lambda n: (_group(n), n)):
         out.append((f"table-{name}", NAV.get(name, name.replace("_", " ")), _section(name, tables[name])))
     return out
 
@@ -106,7 +148,8 @@ def render(results: dict[str, Any]) -> str:
     meta = results.get("meta") if isinstance(results.get("meta"), dict) else {}
     results = {**results, "meta": meta}
     tables = results.get("tables") if isinstance(results.get("tables"), dict) else {}
-    extra = table_sections(tables)
+    extra = table_sections(tables, [w for w in results.get("worst_error") or [] if isinstance(w, dict)],
+                           [t for t in results.get("tests") or [] if isinstance(t, dict)])
     counts = tally(results.get("tests") or [])
     nav = [("failures", f"Failures ({counts.get('failed', 0)})")] if counts.get("failed") else []
     nav += [("not-covered", "Not covered"), ("records", "Records"), ("plot", "Error plot")]

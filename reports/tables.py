@@ -170,3 +170,27 @@ def generic(value: Any) -> str:
     if isinstance(value, list) and not value:
         return '<p class="muted">(empty)</p>'
     return f"<div>{cell(value)}</div>"
+
+
+def runs(values: Any, ranges: bool = False, limit: int = 400) -> str:
+    """A list as short text: equal neighbours as ``v×n``; with ``ranges``, ascending integer runs
+    as ``a–b`` (token sets). Witness rows are often 40 equal logits: this keeps them one line."""
+    if not isinstance(values, (list, tuple)):
+        return fmt_num(values) if not isinstance(values, str) else values
+    if not values:
+        return "[]"
+    def num(v: Any) -> str:
+        return v if isinstance(v, str) else (f"{v:.4g}" if isinstance(v, float) and math.isfinite(v) else fmt_num(v))
+    parts, i = [], 0
+    while i < len(values):
+        j = i
+        if ranges and isinstance(values[i], int) and not isinstance(values[i], bool):
+            while j + 1 < len(values) and values[j + 1] == values[j] + 1 and isinstance(values[j + 1], int):
+                j += 1
+            parts.append(num(values[i]) if j == i else f"{num(values[i])}{'–' if j > i + 1 else ', '}{num(values[j])}")
+        else:
+            while j + 1 < len(values) and values[j + 1] == values[i] and not isinstance(values[i], (dict, list)):
+                j += 1
+            parts.append(num(values[i]) + (f"×{j - i + 1}" if j > i else ""))
+        i = j + 1
+    return truncate("[" + ", ".join(parts) + "]", limit)

@@ -8,6 +8,7 @@ from reports.tables import esc, generic, records_table
 
 ZOO_TITLES = {"zoo": "Bug zoo: sampler mutants", "quant_zoo": "Bug zoo: quantization-format mutants",
               "ops_zoo": "Bug zoo: op mutants"}
+TEST_FILES = {"zoo": "test_zoo.py", "quant_zoo": "test_quants_zoo.py", "ops_zoo": "test_ops_zoo.py"}
 COLUMNS = ("mutant", "description", "bug", "killed", "examples_to_kill", "killed_by", "property", "dtype")
 
 
@@ -33,13 +34,32 @@ def zoo_rows(value: Any) -> list[dict[str, Any]] | None:
     return None
 
 
-def zoo_section(name: str, value: Any) -> str:
+def from_tests(name: str, rows: list[dict[str, Any]], tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mutants whose kill test ran but left no row (a zoo may record only kills): a failed test is
+    a survivor (or a false kill); a skipped one has no verdict. A passed one adds nothing."""
+    stem = TEST_FILES.get(name)
+    listed = {str(r.get("mutant")) for r in rows}
+    out = []
+    for t in tests:
+        node = str(t.get("nodeid", "")) if isinstance(t, dict) else ""
+        if not stem or f"/{stem}::" not in f"/{node}" or "mutant_is_killed[" not in node:
+            continue
+        mutant = node.rsplit("[", 1)[1].rstrip("]")
+        outcome = str(t.get("outcome"))
+        if mutant in listed or outcome == "passed":
+            continue
+        out.append({"mutant": mutant, "killed": False if outcome in ("failed", "error") else None,
+                    "why": f"test {outcome}: {str(t.get('reason', ''))[:300]}"})
+    return out
+
+
+def zoo_section(name: str, value: Any, tests: list[dict[str, Any]] | None = None) -> str:
     title = ZOO_TITLES.get(name, f"Bug zoo: {name}")
     anchor = f"table-{esc(name)}"
     rows = zoo_rows(value)
     if rows is None:
         return f'<section id="{anchor}"><h2>{esc(title)}</h2>{generic(value)}</section>'
-    value = rows
+    value = rows + from_tests(name, rows, tests or [])
     kills = [_killed(r) for r in value]
     killed, survived, unknown = kills.count(True), kills.count(False), kills.count(None)
     head = f"{killed} of {len(value)} killed"
