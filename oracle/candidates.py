@@ -85,9 +85,19 @@ class TokenDataArray:
         n = self.size
         if m >= n:
             return np.argsort(-self.logits, kind="stable")
-        kth = np.partition(self.logits, n - m)[n - m]
-        above = np.flatnonzero(self.logits > kth)
-        ties = np.flatnonzero(self.logits == kth)[: m - above.size]
+        # Every entry >= the m-th largest of a strided sample is a candidate; if there are at
+        # least m of them the top m are among them (exact), and only they are partitioned.
+        pool = np.arange(n)
+        sample = self.logits[:: max(n // (64 * m), 1)]
+        if sample.size > m:
+            guess = np.partition(sample, sample.size - m)[sample.size - m]
+            above_guess = np.flatnonzero(self.logits >= guess)
+            if above_guess.size >= m:
+                pool = above_guess
+        values = self.logits[pool]
+        kth = np.partition(values, values.size - m)[values.size - m]
+        above = pool[values > kth]
+        ties = pool[values == kth][: m - above.size]
         chosen = np.concatenate([above, ties])
         return chosen[np.argsort(-self.logits[chosen], kind="stable")]
 
