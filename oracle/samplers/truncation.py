@@ -51,17 +51,33 @@ class TopP(Sampler):
         if self.p >= 1 or cur.size == 0 or not np.isfinite(cur.logits).any():
             return
         cur.softmax(do_sort=False)
-        # Only the prefix up to the crossing token matters: sort the top m, grow m if the mass
-        # has not reached p yet (llama.cpp does the same with 256 and a bucket sort).
-        m = 256
+        # Only the prefix up to the crossing token matters. Grow a candidate set of the top m by
+        # O(n) partitions until its mass (any order) reaches p, then sort that set once; the
+        # crossing itself is decided on the sorted cumulative mass, so a set whose unsorted sum
+        # rounds the other way only costs one more round. The remaining tokens each weigh at most
+        # the set's smallest p, which bounds how many more are needed (flat rows jump at once).
+        m = max(256, self.min_keep)
         while True:
-            order = np.arange(cur.size) if cur.sorted else cur.top_positions(m)
+            if cur.sorted or m >= cur.size:
+                order = np.arange(cur.size) if cur.sorted else cur.top_positions(cur.size)
+            else:
+                chosen = cur.top_set(m)
+                mass = cur.p[chosen].sum()
+                if mass < self.p:
+                    p_floor = cur.p[chosen].min()
+                    need = (self.p - mass) / p_floor if p_floor > 0 else np.inf
+                    # x2, not more: the final sort costs more than a partition; past half the
+                    # row a second, smaller set would cost more than sorting everything
+                    m = int(max(2 * m, m + need + 1))
+                    m = cur.size if 2 * m > cur.size else m
+                    continue
+                order = cur.top_positions(m, chosen)
             cum = np.cumsum(cur.p[order])
             pos = np.arange(1, order.size + 1)
             stop = _first_true((cum >= self.p) & (pos >= self.min_keep))
             if stop is not None or order.size == cur.size:
                 break
-            m *= 8
+            m = min(2 * m, cur.size)
         cur.keep(order[: order.size if stop is None else stop + 1])
         cur.sorted = True
 
