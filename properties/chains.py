@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from oracle.candidates import TokenDataArray
 from properties.catalogue import RECORDS_BY_NAME
 from properties.catalogue.record import SamplerRecord
-from properties.errors import describe_set_violation
+from properties.samplers.brackets import describe_set_violation
 from properties.strategies import FAMILIES, make_logits, vocab_sizes
 
 CHAIN_SAMPLERS = ("logit_bias", "penalties", "top_n_sigma", "top_k", "typical", "top_p", "min_p", "xtc", "temp")

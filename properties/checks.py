@@ -10,7 +10,8 @@ import numpy as np
 
 from oracle.samplers.base import Empty
 from properties.catalogue.record import SamplerRecord
-from properties.errors import U32, ErrorReport, describe_set_violation, elementwise_error, log2n, softmax_error
+from properties.numerics import U32, ErrorReport, elementwise_error, log2n, softmax_error
+from properties.samplers.brackets import describe_set_violation
 from properties.strategies import Case
 
 

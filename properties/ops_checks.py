@@ -14,8 +14,7 @@ from oracle import ops as oracle_ops
 from properties.catalogue import op_models as m
 from properties.catalogue.ops import OpRecord
 from properties.checks import PropertyFailure
-from properties.errors import U32, ErrorReport
-from properties.ops_errors import scaled_error
+from properties.numerics import U32, ErrorReport, scaled_error
 from properties.ops_strategies import OpCase
 
 # max |gelu_tanh - gelu_erf| over the reals (float64 scan of [-10, 10] at 1e-5 steps: 4.7324e-4;

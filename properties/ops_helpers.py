@@ -6,7 +6,7 @@ import pytest
 
 from properties import recording
 from properties.helpers import covered, submodule_impl
-from properties.ops_errors import note
+from properties.recording import note_errors as note
 from properties.ops_properties import OpProperty, properties
 
 

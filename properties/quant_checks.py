@@ -13,11 +13,9 @@ from hypothesis import strategies as st
 import oracle.quants as oq
 from properties.catalogue.quants import RECORDS, QuantRecord, quant_records
 from properties.checks import PropertyFailure
-from properties.errors import ErrorReport
+from properties.numerics import U32, U64, ErrorReport, gamma
 from properties.quant_strategies import (RawCase, ValueCase, get_rows_cases, matvec_cases, raw_cases,
                                          row_offset_cases, value_cases)
-
-U32 = 2.0**-24
 
 
 def fail(prop: str, case: object, why: str) -> None:
@@ -72,7 +70,7 @@ def check_get_rows(qimpl, case: RawCase, ids: list[int]) -> None:
 def matvec_bound_u(k: int) -> float:
     """fp32 dot product of k terms, any summation order, FMA or not: |y^ - y| <= γ_k·Σ|w·x| with
     γ_k = k·u/(1 - k·u); plus the float64 oracle's own γ_k(2^-53), both in units of u32·Σ|w·x|."""
-    return k / (1 - k * U32) + k * 2.0**-53 / (1 - k * 2.0**-53) / U32
+    return (gamma(k, U32) + gamma(k, U64)) / U32
 
 
 def check_matvec(qimpl, case: RawCase, seed: int) -> ErrorReport:

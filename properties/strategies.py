@@ -13,6 +13,7 @@ import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
 
+from properties.numerics import ulp
 from properties.profiles import large_vocab_weight
 
 DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
@@ -41,11 +42,10 @@ def _plateaus(rng: np.random.Generator, v: int) -> np.ndarray:
     return levels[rng.integers(0, levels.size, v)]
 
 
-def _near_ties(rng: np.random.Generator, v: int, eps: float = 2.0**-23) -> np.ndarray:
-    """A few values one unit in the last place apart (``eps`` = the target dtype's machine epsilon)."""
+def _near_ties(rng: np.random.Generator, v: int, dtype: str = "float32") -> np.ndarray:
+    """A few values one unit in the last place of ``dtype`` apart."""
     base = rng.normal(0, 4)
-    ulp = eps * 2.0 ** np.floor(np.log2(abs(base) or 1.0))
-    return base + ulp * rng.integers(0, 4, v)
+    return base + ulp(base, dtype) * rng.integers(0, 4, v)
 
 
 def _neg_inf(rng: np.random.Generator, v: int) -> np.ndarray:
@@ -77,16 +77,11 @@ FAMILIES: dict[str, Callable[[np.random.Generator, int], np.ndarray]] = {
 FP32_ONLY = {"huge", "past_fp16"}
 
 
-def unit_roundoff(dtype: str) -> float:
-    """u = eps/2 of a storage dtype (ml_dtypes.finfo also knows bfloat16)."""
-    return float(ml_dtypes.finfo(DTYPES[dtype]).eps) / 2
-
-
 def make_logits(family: str, vocab: int, seed: int, dtype: str = "float32") -> np.ndarray:
     """One row of ``family`` at ``vocab`` tokens, rounded to ``dtype`` (deterministic in seed)."""
     rng = np.random.default_rng(seed)
     if family == "near_ties":  # ties must be one ulp apart in the dtype the engine receives
-        row = _near_ties(rng, vocab, 2 * unit_roundoff(dtype))
+        row = _near_ties(rng, vocab, dtype)
     else:
         row = FAMILIES[family](rng, vocab)
     return row.astype(np.float32).astype(DTYPES[dtype])

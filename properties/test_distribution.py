@@ -24,7 +24,7 @@ from oracle import samplers as s
 from oracle.candidates import TokenDataArray
 from oracle.chain import Chain
 from properties import recording
-from properties.errors import mass_allowance
+from properties.numerics import mass_allowance
 from properties.helpers import covered
 from properties.profiles import current_profile
 from properties.stats import POWER_N, GofResult, gof_samples

@@ -14,6 +14,7 @@ from properties import test_impl_vs_oracle as generic_oracle
 from properties import test_invariants as generic_invariants
 from properties.catalogue.engines import ENGINE_RECORDS
 from properties.helpers import params_for
+from properties.numerics import U64
 
 FILTERS = [r for r in ENGINE_RECORDS if r.kind == "filter"]
 
@@ -70,7 +71,7 @@ def test_engine_distribution_invariants(engine, data):
     s = data.draw(engine_settings(engine, row.size), label="settings")
     p = ENGINES[engine].distribution(row, s)
     assert p.shape == row.shape and (p >= 0).all(), f"{engine}: not a probability vector: {p}"
-    assert abs(p.sum() - 1) <= 64 * 2.0**-53 * row.size, f"{engine}: sums to {p.sum()!r}"
+    assert abs(p.sum() - 1) <= 64 * U64 * row.size, f"{engine}: sums to {p.sum()!r}"
     assert (p[~np.isfinite(row)] == 0).all(), f"{engine}: mass on a -inf token"
     recording.note(f"engine:{engine}", "distribution_invariants", "float64")
 

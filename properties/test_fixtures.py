@@ -20,6 +20,7 @@ from fixtures import gguf_gen
 from fixtures.gguf_layout import walk
 from fixtures.loader import GGUFLoadError, load
 from properties.catalogue.quants import RECORDS
+from properties.numerics import U32
 from properties.quant_checks import bit_mismatch
 
 logging.getLogger("gguf").setLevel(logging.WARNING)
@@ -179,6 +180,6 @@ def test_q4_k_fixture_encoder_within_half_a_step():
     from oracle.quants.kquants import k4_scale_min
     sc, m = k4_scale_min(blocks, 4)
     step, offset = d * sc, dmin * m
-    allowed = step / 2 + 2 * 2.0**-24 * (15 * step + offset)
+    allowed = step / 2 + 2 * U32 * (15 * step + offset)
     err = np.abs(back - x.reshape(-1, 8, 32)).max(axis=2)
     assert (err <= allowed).all(), float((err / allowed).max())

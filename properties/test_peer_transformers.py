@@ -27,6 +27,7 @@ from hypothesis import given, strategies as st
 from oracle.engines import Settings
 from oracle.engines import transformers as o_hf
 from properties import recording
+from properties.numerics import mass_allowance, unit_roundoff
 
 try:
     import torch
@@ -43,7 +44,6 @@ if PEER:
     pytestmark.append(pytest.mark.skip(reason=PEER))
 
 DTYPES = ("float64", "float32")
-U = {"float64": 2.0**-53, "float32": 2.0**-24}
 PROB_TOL = {"float64": 1e-12, "float32": 1e-6}
 RESULTS: dict = {}
 
@@ -111,7 +111,7 @@ def classes(key: np.ndarray, dtype: str) -> tuple[np.ndarray, set[int]]:
     cls, merged, prev = -1, set(), None
     for i in order:
         v = key[i]
-        if prev is None or v - prev > 4 * U[dtype] * max(abs(v), abs(prev)):
+        if prev is None or v - prev > 4 * unit_roundoff(dtype) * max(abs(v), abs(prev)):
             cls += 1
         elif v != prev:
             merged.add(cls)
@@ -167,8 +167,8 @@ def judge(name: str, dtype: str, hf_out: np.ndarray, key: np.ndarray, oracle, th
 def delta_for(dtype: str, row: np.ndarray) -> float:
     if dtype == "float64":
         return 0.0  # exact: boundary equalities (e.g. two equal logits at p = 0.5) are semantics
-    n = row.size
-    return (2 * n + math.ceil(math.log2(max(n, 2))) + 8 + float(np.abs(row[np.isfinite(row)]).max())) * U[dtype]
+    u, n = unit_roundoff(dtype), row.size  # the cumulative-sum allowance, plus exp's rounding of max|score|
+    return mass_allowance(n, n, u) + float(np.abs(row[np.isfinite(row)]).max()) * u
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -195,7 +195,7 @@ def test_hf_transform_matches_variant(name, dtype, data):
     assert np.array_equal(np.isinf(got), np.isinf(want)), f"{name}[{dtype}]: -inf positions differ"
     fin = np.isfinite(want)
     err = np.abs(got[fin] - want[fin]) / np.maximum(np.abs(want[fin]), 2.0**-1000)
-    worst = float(err.max() / U[dtype]) if err.size else 0.0
+    worst = float(err.max() / unit_roundoff(dtype)) if err.size else 0.0
     assert worst <= 2.0, f"{name}[{dtype}]: worst error {worst:.3g} u (model: 2 u, one rounding of the " \
                          f"parameter and one of the operation)"
     stats = RESULTS.setdefault(f"{name}[{dtype}]", {"examples": 0, "worst_u": 0.0})

@@ -11,7 +11,7 @@ from oracle.engines import vllm as o_vllm
 from oracle.engines.settings import Settings
 from oracle.samplers.base import Sampler
 from properties.catalogue.record import Params
-from properties.errors import U32, log2n
+from properties.numerics import U32, log2n
 
 
 def ratio_eps(row: np.ndarray, extra: float = 0.0) -> float:

@@ -29,7 +29,7 @@ from properties.backends import Impl, NotCovered
 from properties.catalogue.engine_selections import Gumbel, Race, gumbel_legal, race_legal, ratio_eps, uniform_rows
 from properties.catalogue.record import Params, SamplerRecord
 from properties.catalogue.samplers import _dict, _logit_key, _prob, _typical_key
-from properties.errors import mass_allowance
+from properties.numerics import mass_allowance
 from properties.strategies import per_row
 
 ENGINE_NAMES = ("transformers", "vllm", "mistral.rs", "candle")

@@ -4,8 +4,8 @@ may differ from the exact result by ``bound · u · scale`` (plus the FTZ floor)
 
 Reductions use the order-free worst case γ_n ≈ n·u (a sum or dot of n terms, whatever order or
 blocking the backend's reduction or GEMM uses), so every bound grows with the reduction
-length. Elementary functions are allowed ``FN[f]`` u: twice CUDA's documented single-precision
-maximum ulp error (1 ulp ≤ 2u): expf 2, logf 1, tanhf 2, sinf/cosf 2, erff 2, hypotf 3.
+length. Elementary functions are allowed ``numerics.FN_U[f]`` u (twice CUDA's documented
+single-precision maximum ulp error).
 """
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ from typing import Any
 import numpy as np
 
 from oracle.ops.rope import rope_angles, yarn_corr_dims
+from properties.numerics import FN_U
 from properties.ops_strategies import OpCase
-
-FN = {"exp": 4.0, "log": 2.0, "tanh": 4.0, "sincos": 4.0, "erf": 4.0, "hypot": 6.0}
 
 
 def _f64(a: Any) -> np.ndarray:
@@ -44,7 +43,7 @@ def _softmax_terms(case: OpCase):
     e = np.where(fin, np.exp(d), 0.0)
     total = e.sum(axis=-1, keepdims=True)
     p = e / np.where(total > 0, total, 1.0)
-    E = 2 * np.abs(d) + a * (np.abs(zf) + np.abs(m)) + FN["exp"]  # exp of a rounded argument
+    E = 2 * np.abs(d) + a * (np.abs(zf) + np.abs(m)) + FN_U["exp"]  # exp of a rounded argument
     Ebar = (p * E).sum(axis=-1, keepdims=True)
     n = fin.sum(axis=-1, keepdims=True)
     return p, d, E, Ebar, n, np.log(np.where(total > 0, total, 1.0))
@@ -66,8 +65,8 @@ def log_softmax_model(case: OpCase, exact: np.ndarray):
     p, d, E, Ebar, n, log_s = _softmax_terms(case)
     ax = case.params.get("axis", -1)
     y = np.moveaxis(np.where(np.isfinite(exact), exact, 0.0), ax, -1)
-    args = E - 2 * np.abs(d) - FN["exp"]  # a·(|z_i| + |m|): the roundings z carries
-    absolute = 2 * np.abs(d) + args + FN["exp"] + Ebar + (n - 1) + FN["log"] * np.abs(log_s) + np.abs(y) + 3
+    args = E - 2 * np.abs(d) - FN_U["exp"]  # a·(|z_i| + |m|): the roundings z carries
+    absolute = 2 * np.abs(d) + args + FN_U["exp"] + Ebar + (n - 1) + FN_U["log"] * np.abs(log_s) + np.abs(y) + 3
     scale = 1 + np.abs(d) + np.abs(y) + np.abs(log_s) + args
     return np.moveaxis(scale, -1, ax), np.moveaxis(absolute / scale, -1, ax)
 
@@ -159,7 +158,7 @@ def attention_model(case: OpCase, exact: np.ndarray, dq: np.ndarray | None = Non
     d = np.where(vis[None], s - s.max(axis=-1, keepdims=True), 0.0)
     w = np.where(vis[None], np.exp(d), 0.0)
     prob = w / w.sum(axis=-1, keepdims=True)
-    E = np.where(vis[None], delta + 2 * np.abs(d) + FN["exp"], 0.0)
+    E = np.where(vis[None], delta + 2 * np.abs(d) + FN_U["exp"], 0.0)
     Ebar = (prob * E).sum(axis=-1)[..., None]
     den = np.einsum("htj,jhd->htd", prob, np.abs(vv))
     num = np.einsum("htj,jhd->htd", prob * E, np.abs(vv))

@@ -23,8 +23,7 @@ import numpy as np
 
 import oracle.quants as oq
 from oracle.quants import QType
-
-U = 2.0**-24
+from properties.numerics import U16, U32 as U, UBF16
 Bound = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """(x [n_blocks, block] float64, stored bytes [n_blocks, type_size]) -> (allowed |x - x^|, unit)."""
 
@@ -101,11 +100,13 @@ def _rec(qt: QType, scales, **kw) -> QuantRecord:
     return QuantRecord(qt, block, nbytes, tuple(scales), **kw)
 
 
+# plain floats round to nearest: u relative, and half the smallest subnormal (f16 2^-24, bf16 2^-133)
+# absolute below the normal range
 RECORDS: tuple[QuantRecord, ...] = (
     _rec(QType.F32, [(0, "f32")], quantize=True, roundtrip=_relative(0.0, 0.0), idempotent=True, max_magnitude=1e38),
-    _rec(QType.F16, [(0, "f16")], quantize=True, roundtrip=_relative(2.0**-11, 2.0**-25), idempotent=True,
+    _rec(QType.F16, [(0, "f16")], quantize=True, roundtrip=_relative(U16, 2.0**-25), idempotent=True,
          max_magnitude=6e4),
-    _rec(QType.BF16, [(0, "bf16")], quantize=True, roundtrip=_relative(2.0**-8, 2.0**-134), idempotent=True,
+    _rec(QType.BF16, [(0, "bf16")], quantize=True, roundtrip=_relative(UBF16, 2.0**-134), idempotent=True,
          max_magnitude=1e38),
     _rec(QType.Q4_0, [(0, "f16")], quantize=True, roundtrip=_symmetric(8), idempotent=True),
     _rec(QType.Q4_1, [(0, "f16"), (2, "f16")], quantize=True, roundtrip=_affine(15)),

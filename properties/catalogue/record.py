@@ -87,7 +87,7 @@ class SamplerRecord:
         return legal
 
     def must_may(self, row64: np.ndarray, params: Params, truncated: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        from properties.errors import bracket
+        from properties.samplers.brackets import bracket
 
         sets = [self.oracle_kept(row64, v, truncated) for v in self.variants(params, row64)]
         key, eps = self.key(row64, params) if self.key else (None, 0.0)

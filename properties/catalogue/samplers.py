@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from oracle import samplers as s
 from oracle.rng import Replay
 from properties.catalogue.record import Params, SamplerRecord
-from properties.errors import U32, log2n, mass_allowance
+from properties.numerics import U32, log2n, mass_allowance
 from properties.strategies import floats32, per_row
 
 
