@@ -34,7 +34,7 @@ class OpMutant:
     name: str
     bug: str
     prop: str
-    """The property (``properties.ops_properties``) that must kill it."""
+    """The property (``properties.ops.suite``) that must kill it."""
     dtype: str
     patch: Callable[[types.ModuleType], dict[str, Callable]]
 

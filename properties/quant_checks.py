@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import oracle.quants as oq
 from properties.catalogue.quants import RECORDS, QuantRecord, quant_records
-from properties.checks import PropertyFailure
+from properties import PropertyFailure
 from properties.numerics import U32, U64, ErrorReport, gamma
 from properties.quant_strategies import (RawCase, ValueCase, get_rows_cases, matvec_cases, raw_cases,
                                          row_offset_cases, value_cases)

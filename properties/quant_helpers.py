@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from properties.helpers import submodule_impl
+from properties.plugin import submodule_impl
 
 
 @pytest.fixture(scope="session")

@@ -14,9 +14,9 @@ from hypothesis import given, settings, strategies as st
 import gpu_impl
 from gpu_impl.kernels import CUDA_SOURCES
 from properties.backends import cupy_device_reason, load_impl
-from properties.catalogue import sampler_records
-from properties.checks import check_matches_oracle
-from properties.helpers import record_cases
+from properties.samplers.records import sampler_records
+from properties.samplers.checks import check_matches_oracle
+from properties.samplers.strategies import record_cases
 
 cupy = pytest.importorskip("cupy", reason="the gpu extra (cupy-cuda13x / cupy-cuda12x) is not installed")
 

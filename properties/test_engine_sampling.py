@@ -18,9 +18,9 @@ from oracle.engines import vllm as o_vllm
 from oracle.engines.settings import inverse_cdf, softmax
 from properties import recording
 from properties.catalogue.engines import engines_impl
-from properties.helpers import covered
+from properties.plugin import covered
 from properties.stats import POWER_N, gof_samples
-from properties.strategies import make_logits
+from properties.samplers.strategies import make_logits
 
 CHUNK_ELEMENTS = 1_000_000
 ORACLE_N = 20_000

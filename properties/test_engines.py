@@ -10,33 +10,35 @@ from hypothesis import given, strategies as st
 from oracle.engines import ENGINES, Settings
 from oracle.engines import candle as o_candle
 from properties import recording
-from properties import test_impl_vs_oracle as generic_oracle
-from properties import test_invariants as generic_invariants
 from properties.catalogue.engines import ENGINE_RECORDS
-from properties.helpers import params_for
 from properties.numerics import U64
+from properties.samplers.suite import IMPL_VS_ORACLE, MIN_KEEP, MONOTONE, NOOP, params_for, run
 
 FILTERS = [r for r in ENGINE_RECORDS if r.kind == "filter"]
 
 
-@pytest.mark.parametrize("record, dtype", params_for(ENGINE_RECORDS))
-def test_engine_impl_matches_oracle(impl, record, dtype):
-    generic_oracle.test_impl_matches_oracle(impl, record, dtype)
+@pytest.mark.parametrize("record, dtype", params_for(ENGINE_RECORDS, prop=IMPL_VS_ORACLE))
+@given(data=st.data())
+def test_engine_impl_matches_oracle(impl, record, dtype, data):
+    run(impl, IMPL_VS_ORACLE, record, dtype, data)
 
 
-@pytest.mark.parametrize("record", [r for r in ENGINE_RECORDS if r.noop], ids=str)
-def test_engine_noop_parameters(impl, record):
-    generic_invariants.test_noop_parameters_are_exact_noops(impl, record)
+@pytest.mark.parametrize("record", [r for r in ENGINE_RECORDS if NOOP.applies(r)], ids=str)
+@given(data=st.data())
+def test_engine_noop_parameters(impl, record, data):
+    run(impl, NOOP, record, "float32", data)
 
 
-@pytest.mark.parametrize("record", [r for r in FILTERS if r.monotone], ids=str)
-def test_engine_survivors_monotone(impl, record):
-    generic_invariants.test_survivors_monotone_in_parameter(impl, record)
+@pytest.mark.parametrize("record", [r for r in FILTERS if MONOTONE.applies(r)], ids=str)
+@given(data=st.data())
+def test_engine_survivors_monotone(impl, record, data):
+    run(impl, MONOTONE, record, "float32", data)
 
 
-@pytest.mark.parametrize("record", FILTERS, ids=str)
-def test_engine_min_keep_and_nonempty(impl, record):
-    generic_invariants.test_min_keep_and_nonempty(impl, record)
+@pytest.mark.parametrize("record", [r for r in FILTERS if MIN_KEEP.applies(r)], ids=str)
+@given(data=st.data())
+def test_engine_min_keep_and_nonempty(impl, record, data):
+    run(impl, MIN_KEEP, record, "float32", data)
 
 
 def grid_logits(max_vocab: int = 48, neg_inf: bool = True) -> st.SearchStrategy[np.ndarray]:

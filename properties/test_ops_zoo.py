@@ -13,9 +13,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from properties import recording
 from properties.backends import load_impl
-from properties.checks import PropertyFailure
-from properties.ops_helpers import oimpl  # noqa: F401
-from properties.ops_properties import PROPERTIES_BY_NAME
+from properties import PropertyFailure
+from properties.ops.suite import PROPERTIES_BY_NAME
 from properties.ops_zoo import OP_MUTANTS, mutate
 
 KILLS: dict[str, dict] = {}

@@ -27,7 +27,7 @@ from properties.peers import findings  # noqa: E402
 from properties.peers.judge import FindingDomain, Unsupported  # noqa: E402
 from properties.peers.records import RECORDS, f32  # noqa: E402
 from properties.peers.streams import chain_stream, single_apply, stream  # noqa: E402
-from properties.strategies import cases, vocab_sizes  # noqa: E402
+from properties.samplers.strategies import cases, vocab_sizes  # noqa: E402
 
 pytestmark = pytest.mark.peer
 STEPS = 100

@@ -9,7 +9,7 @@ from hypothesis import given, strategies as st
 import oracle.quants as oq
 from properties import recording
 from properties.catalogue.quants import BY_NAME, RECORDS
-from properties.helpers import covered
+from properties.plugin import covered
 from properties.quant_checks import PROPERTIES, bit_mismatch
 from properties.quant_helpers import qimpl  # noqa: F401  (fixture)
 from properties.quant_strategies import fill_raw, raw_cases

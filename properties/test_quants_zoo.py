@@ -16,7 +16,7 @@ from hypothesis import Phase, given, settings
 
 from properties import recording
 from properties.backends import load_impl
-from properties.checks import PropertyFailure
+from properties import PropertyFailure
 from properties.profiles import current_profile
 from properties.quant_checks import PROPERTIES, QuantProperty
 

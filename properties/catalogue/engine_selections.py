@@ -10,7 +10,7 @@ from oracle.engines import candle as o_candle
 from oracle.engines import vllm as o_vllm
 from oracle.engines.settings import Settings
 from oracle.samplers.base import Sampler
-from properties.catalogue.record import Params
+from properties.samplers.record import Params
 from properties.numerics import U32, log2n
 
 

@@ -27,10 +27,10 @@ from oracle.engines.settings import Settings
 from oracle.samplers.base import Empty, Sampler
 from properties.backends import Impl, NotCovered
 from properties.catalogue.engine_selections import Gumbel, Race, gumbel_legal, race_legal, ratio_eps, uniform_rows
-from properties.catalogue.record import Params, SamplerRecord
-from properties.catalogue.samplers import _dict, _logit_key, _prob, _typical_key
+from properties.samplers.record import Params, SamplerRecord
+from properties.samplers.records import _dict, _logit_key, _prob, _typical_key
 from properties.numerics import mass_allowance
-from properties.strategies import per_row
+from properties.samplers.strategies import per_row
 
 ENGINE_NAMES = ("transformers", "vllm", "mistral.rs", "candle")
 _SUB: dict[tuple[str, str], Impl] = {}

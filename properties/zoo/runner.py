@@ -22,14 +22,14 @@ from hypothesis import Phase, given, seed, settings, strategies as st
 
 from oracle.candidates import TokenDataArray
 from properties.backends import Impl, NotCovered
-from properties.boundaries import BOUNDARY, exact_boundary_cases
-from properties.catalogue import sampler_records
-from properties.checks import (BAD_ROWS, check_batch_invariance, check_matches_oracle, check_min_keep,
-                               check_monotone, check_noop, check_rejects_bad_row, check_softmax_invariants, fail)
-from properties.helpers import record_cases
+from properties.samplers.boundaries import BOUNDARY, exact_boundary_cases
+from properties.samplers.records import sampler_records
+from properties.samplers.checks import (BAD_ROWS, check_batch_invariance, check_matches_oracle, check_min_keep,
+                               check_monotone, check_noop, check_rejects_bad_row, check_softmax_invariants,
+                                        check_distribution_gate)
+from properties.samplers.strategies import record_cases
 from properties.stats import POWER_N, gof_samples
-from properties.strategies import cases
-from properties.test_distribution import sample_impl
+from properties.samplers.strategies import cases
 from properties.zoo.mutants import MUTANTS, MUTANTS_BY_NAME, Mutant, mutant_module
 
 CAP = 200     # examples per property before a mutant counts as having survived it
@@ -53,15 +53,6 @@ class ZooProperty:
 
 def _with(strategy: st.SearchStrategy, extra: Callable[[Any], st.SearchStrategy]) -> st.SearchStrategy:
     return strategy.flatmap(lambda c: st.tuples(st.just(c), extra(c)))
-
-
-def _dist_gof(impl: Impl, case) -> None:
-    """The distribution gate on row 0 of the case: POWER_N seeded uniforms through impl.dist."""
-    row = case.logits[0]
-    expected = TokenDataArray.from_logits(row.astype(np.float64)).distribution()
-    res = gof_samples(sample_impl(impl, row, POWER_N, case.seeds[0]), expected)
-    if not res.passed:
-        fail("distribution gate", "dist", case, res.describe())
 
 
 def _record_properties(r) -> list[ZooProperty]:
@@ -112,7 +103,7 @@ def suite_properties() -> list[ZooProperty]:
         lambda impl, e: check_softmax_invariants(impl, *e)))
     props.append(ZooProperty("distribution_gate[dist]", frozenset({"dist"}), lambda lo, hi: cases(
         dtypes=("float32", "float16", "bfloat16"), min_vocab=min(lo, GOF_MAX_VOCAB),
-        max_vocab=max(min(hi, GOF_MAX_VOCAB), lo)), _dist_gof, cap=GOF_CAP))
+        max_vocab=max(min(hi, GOF_MAX_VOCAB), lo)), lambda impl, c: check_distribution_gate(impl, c), cap=GOF_CAP))
     props += [p for r in records for p in _row_contract(r)]
     return props
 

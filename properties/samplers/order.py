@@ -14,7 +14,7 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from properties.strategies import floats32
+from properties.samplers.strategies import floats32
 
 from oracle import samplers as s
 from oracle.candidates import TokenDataArray

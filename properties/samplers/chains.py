@@ -14,10 +14,10 @@ import numpy as np
 from hypothesis import strategies as st
 
 from oracle.candidates import TokenDataArray
-from properties.catalogue import RECORDS_BY_NAME
-from properties.catalogue.record import SamplerRecord
+from properties.samplers.records import RECORDS_BY_NAME
+from properties.samplers.record import SamplerRecord
 from properties.samplers.brackets import describe_set_violation
-from properties.strategies import FAMILIES, make_logits, vocab_sizes
+from properties.samplers.strategies import FAMILIES, make_logits, vocab_sizes
 
 CHAIN_SAMPLERS = ("logit_bias", "penalties", "top_n_sigma", "top_k", "typical", "top_p", "min_p", "xtc", "temp")
 DEFAULT_CHAIN = ("penalties", "top_k", "top_p", "min_p", "temp")  # edskypmxt with the default no-ops left out

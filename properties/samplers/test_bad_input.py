@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from properties.catalogue import RECORDS_BY_NAME
-from properties.checks import check_matches_oracle
-from properties.helpers import covered
-from properties.strategies import Case, make_logits
+from properties.samplers.records import RECORDS_BY_NAME
+from properties.samplers.checks import check_matches_oracle
+from properties.plugin import covered
+from properties.samplers.strategies import Case, make_logits
 
 ROW = make_logits("peaked", 17, 3)
 F16_OVERFLOW = np.array([1.0, np.inf, -np.inf, 2.0], dtype=np.float16)  # what casting [1, 7e4, -7e4, 2] to fp16 gives

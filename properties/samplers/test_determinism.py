@@ -8,10 +8,12 @@ from hypothesis import given, strategies as st
 
 from oracle.chain import SamplingParams, default_chain
 from properties import recording
-from properties.catalogue import sampler_records
-from properties.checks import run_impl
-from properties.helpers import covered, params_for, record_cases
-from properties.strategies import make_logits
+from properties.samplers.records import sampler_records
+from properties.samplers.checks import run_impl
+from properties.plugin import covered
+from properties.samplers.strategies import record_cases
+from properties.samplers.suite import params_for
+from properties.samplers.strategies import make_logits
 
 CHAINS = {
     "default": SamplingParams(seed=0),

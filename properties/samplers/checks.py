@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from oracle.candidates import TokenDataArray
 from oracle.samplers.base import Empty
-from properties.catalogue.record import SamplerRecord
+from properties import PropertyFailure
+from properties.samplers.record import SamplerRecord
 from properties.numerics import U32, ErrorReport, elementwise_error, log2n, softmax_error
 from properties.samplers.brackets import describe_set_violation
-from properties.strategies import Case
+from properties.samplers.strategies import Case
+from properties.stats import POWER_N, gof_samples
 
-
-class PropertyFailure(AssertionError):
-    pass
+CHUNK_ELEMENTS = 1_000_000  # logits elements per impl call (N rows x V would not fit at large V)
 
 
 def fail(prop: str, record: str, case: Case, why: str, row: int | None = None) -> None:
@@ -218,3 +219,29 @@ def check_rejects_bad_row(impl, record: SamplerRecord, case: Case, row: int, col
     what = f"ids {shown.tolist()}" if record.kind == "select" else f"an array of shape {shown.shape}"
     fail("bad row refused", record.name, poisoned,
          f"row {row} holds {bad} (column {col}); returned {what} instead of raising ValueError", row)
+
+
+# --- distribution: sampled tokens follow the oracle's distribution -------------------------------
+
+def sample_impl(impl, row: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """``impl.dist`` over n copies of ``row`` with n seeded uniforms in [0, 1)."""
+    u = np.random.default_rng(seed).random(n)
+    rows = max(1, CHUNK_ELEMENTS // row.size)
+    out = []
+    for start in range(0, n, rows):
+        uc = u[start:start + rows]
+        ids = np.asarray(impl("dist", np.repeat(row[None, :], uc.size, axis=0), uc))
+        if ids.shape != uc.shape or not np.issubdtype(ids.dtype, np.integer):
+            raise PropertyFailure(f"dist returned {ids.dtype} shape {ids.shape}, expected integer ids of shape {uc.shape}")
+        out.append(ids)
+    return np.concatenate(out)
+
+
+def check_distribution_gate(impl, case: Case) -> None:
+    """The χ² gate (properties/stats.py) on row 0 of the case: POWER_N seeded uniforms through
+    impl.dist against the float64 softmax of the row as the implementation received it."""
+    row = case.logits[0]
+    expected = TokenDataArray.from_logits(row.astype(np.float64)).distribution()
+    res = gof_samples(sample_impl(impl, row, POWER_N, case.seeds[0]), expected)
+    if not res.passed:
+        fail("distribution gate", "dist", case, res.describe())

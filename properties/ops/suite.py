@@ -1,7 +1,8 @@
 """The named op properties: (how to draw an example for a dtype, the check to run on it).
 
-``test_ops.py`` and ``test_attention.py`` are generated from ``PROPERTIES``; the ops bug zoo
-runs the same entries against mutants, so a property is written exactly once.
+``test_ops.py`` and ``test_attention.py`` are generated from ``PROPERTIES`` (through
+``property_params`` and ``run_property``); the bug zoo (properties/zoo/ops.py) runs the same
+entries against mutants, so a property is written exactly once.
 """
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
+import pytest
 from hypothesis import strategies as st
 
-from properties.catalogue.ops import OP_RECORDS, OP_RECORDS_BY_NAME as OPS
-from properties import ops_attention_checks as ac
-from properties import ops_checks as oc
-from properties.ops_fill import fill
-from properties.ops_strategies import attention_cases, norm_cases, rope_cases, row_cases, step_cases
-from properties.strategies import FAMILIES
+from properties import recording
+from properties.backends import Impl
+from properties.ops import attention_checks as ac, checks as oc
+from properties.ops.fill import fill
+from properties.ops.records import OP_RECORDS, OP_RECORDS_BY_NAME as OPS
+from properties.ops.strategies import attention_cases, norm_cases, rope_cases, row_cases, step_cases
+from properties.plugin import covered
+from properties.samplers.strategies import FAMILIES
 
 LOGIT_FAMS = tuple(FAMILIES)
 
@@ -113,3 +117,18 @@ PROPERTIES_BY_NAME = {p.name: p for p in PROPERTIES}
 
 def properties(group: str) -> list[OpProperty]:
     return [p for p in PROPERTIES if p.group == group]
+
+
+def property_params(group: str) -> list:
+    return [pytest.param(p, d, id=f"{p.name}-{d}") for p in properties(group) for d in p.dtypes]
+
+
+def run_property(oimpl: Impl, prop: OpProperty, dtype: str, data: st.DataObject) -> None:
+    """Draw one example, run the property, record what it measured."""
+    example = data.draw(prop.draw(dtype), label="example")
+    with covered():
+        result = prop.body(oimpl, example)
+    if result is None:
+        recording.note(prop.op, prop.name, dtype)
+    else:
+        recording.note_errors(prop.op, prop.name, dtype, *result)

@@ -13,30 +13,19 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from properties import recording
-from properties.catalogue import sampler_records
-from properties.checks import BAD_ROWS, check_batch_invariance, check_rejects_bad_row
-from properties.helpers import covered, params_for, record_cases
+from properties.samplers.records import sampler_records
+from properties.samplers.suite import BAD_ROW, BATCH_INVARIANCE, params_for, run
 
 IMPL_RECORDS = sampler_records(impl_only=True)
 
 
-@pytest.mark.parametrize("record, dtype", params_for(IMPL_RECORDS, dtypes=False))
+@pytest.mark.parametrize("record, dtype", params_for(IMPL_RECORDS, dtypes=False, prop=BATCH_INVARIANCE))
 @given(data=st.data())
 def test_batch_invariance(impl, record, dtype, data):
-    case = data.draw(record_cases(record, dtype), label="case")
-    with covered():
-        check_batch_invariance(impl, record, case)
-    recording.note(record.name, "batch_invariance", case.dtype)
+    run(impl, BATCH_INVARIANCE, record, dtype, data)
 
 
 @pytest.mark.parametrize("record", IMPL_RECORDS, ids=str)
 @given(data=st.data())
 def test_bad_row_is_refused(impl, record, data):
-    case = data.draw(record_cases(record, "float32"), label="case")
-    row = data.draw(st.integers(0, case.batch - 1), label="row")
-    col = data.draw(st.integers(0, case.vocab - 1), label="col")
-    bad = data.draw(st.sampled_from(BAD_ROWS), label="bad")
-    with covered():
-        check_rejects_bad_row(impl, record, case, row, col, bad)
-    recording.note(record.name, "bad_row", case.dtype)
+    run(impl, BAD_ROW, record, "float32", data)

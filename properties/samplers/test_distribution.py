@@ -25,12 +25,12 @@ from oracle.candidates import TokenDataArray
 from oracle.chain import Chain
 from properties import recording
 from properties.numerics import mass_allowance
-from properties.helpers import covered
+from properties.plugin import covered
 from properties.profiles import current_profile
+from properties.samplers.checks import sample_impl
+from properties.samplers.strategies import make_logits
 from properties.stats import POWER_N, GofResult, gof_samples
-from properties.strategies import make_logits
 
-CHUNK_ELEMENTS = 1_000_000  # logits elements per impl call (N rows x V would not fit at large V)
 ORACLE_N = 20_000
 TABLE: dict = {}
 
@@ -69,20 +69,6 @@ def gate(case_id: str, ids: np.ndarray, expected: np.ndarray, dtype: str) -> Gof
                       "max_residual": round(res.max_residual, 2), "passed": res.passed}
     recording.table("distribution_gof", TABLE)
     return res
-
-
-def sample_impl(impl, row: np.ndarray, n: int, seed: int) -> np.ndarray:
-    """``impl.dist`` over n copies of ``row`` with n seeded uniforms in [0, 1)."""
-    u = np.random.default_rng(seed).random(n)
-    rows = max(1, CHUNK_ELEMENTS // row.size)
-    out = []
-    for start in range(0, n, rows):
-        uc = u[start:start + rows]
-        ids = np.asarray(impl("dist", np.repeat(row[None, :], uc.size, axis=0), uc))
-        assert ids.shape == uc.shape and np.issubdtype(ids.dtype, np.integer), \
-            f"dist returned {ids.dtype} shape {ids.shape}, expected integer ids of shape {uc.shape}"
-        out.append(ids)
-    return np.concatenate(out)
 
 
 def oracle_chain(names: tuple) -> Chain:

@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 
 from oracle import ops as oracle_ops
-from properties.catalogue import op_models as m
-from properties.ops_checks import call, compare, fail
-from properties.ops_strategies import OpCase
+from properties.ops import models as m
+from properties.ops.checks import call, compare, fail
+from properties.ops.strategies import OpCase
 
 ATTN_KEYS = ("scale", "causal", "window", "softcap")
 

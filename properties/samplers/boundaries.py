@@ -16,8 +16,8 @@ from typing import Callable
 import numpy as np
 from hypothesis import strategies as st
 
-from properties.catalogue.record import SamplerRecord
-from properties.strategies import DTYPES, Case
+from properties.samplers.record import SamplerRecord
+from properties.samplers.strategies import DTYPES, Case
 
 BOUNDARY_VOCABS = (1, 2, 4, 8, 17, 64, 100, 1000, 4096)
 

@@ -1,7 +1,7 @@
 """Speed of gpu_impl.ops (NumPy backend) against the float64 oracle: causal prefill attention,
 8 heads × 2,048 positions × head_dim 128. Not run by CI (``--benchmark-skip``); run with
 
-    python -m pytest properties/bench_ops.py -p no:cacheprovider --benchmark-enable --benchmark-only
+    python -m pytest properties/ops/bench_attention.py -p no:cacheprovider --benchmark-enable --benchmark-only
 
 The oracle loops over heads and queries in float64 (it is a specification, not a kernel); the
 implementation does two batched fp32 GEMMs per K/V head group. Both results are also judged
@@ -14,9 +14,9 @@ import pytest
 
 from oracle import ops as oracle_ops
 from properties.backends import load_impl
-from properties.catalogue.op_models import attention_model
+from properties.ops.models import attention_model
 from properties.numerics import scaled_error
-from properties.ops_strategies import OpCase
+from properties.ops.strategies import OpCase
 
 HEADS, POSITIONS, HEAD_DIM = 8, 2048, 128
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import find, given, settings, strategies as st
 
 from properties import recording
-from properties.order import EXPECTED, PAIRS, WHY, distribution, pair_id, params, small_logits, tvd, witness_record
+from properties.samplers.order import EXPECTED, PAIRS, WHY, distribution, pair_id, params, small_logits, tvd, witness_record
 
 _MATRIX: dict[str, dict] = {}
 # derandomized so the recorded witness is the same on every run

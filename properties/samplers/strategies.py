@@ -7,7 +7,7 @@ towards small vocabularies, simple families and seed 0, which is what a witness 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import ml_dtypes
 import numpy as np
@@ -15,6 +15,9 @@ from hypothesis import strategies as st
 
 from properties.numerics import ulp
 from properties.profiles import large_vocab_weight
+
+if TYPE_CHECKING:
+    from properties.samplers.record import SamplerRecord
 
 DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
           "bfloat16": np.dtype(ml_dtypes.bfloat16)}
@@ -142,6 +145,11 @@ def cases(draw: st.DrawFn, param_strategy: Callable[[int, int], st.SearchStrateg
     seeds = tuple(draw(st.lists(st.integers(0, 2**16), min_size=batch, max_size=batch), label="seeds"))
     params = draw(param_strategy(batch, vocab), label="params") if param_strategy else {}
     return Case(family, vocab, dtype, seeds, params)
+
+
+def record_cases(record: "SamplerRecord", dtype: str, **kw) -> st.SearchStrategy[Case]:
+    """Cases in the record's families (all by default) with the record's parameters."""
+    return cases(record.params, families=record.families or tuple(FAMILIES), dtypes=(dtype,), **kw)
 
 
 def per_row(strategy: st.SearchStrategy, batch: int, dtype=np.float64) -> st.SearchStrategy[np.ndarray]:

@@ -10,8 +10,8 @@ from typing import Any, Callable
 import numpy as np
 from hypothesis import strategies as st
 
-from properties.ops_fill import families_for, fill, ids
-from properties.strategies import DTYPES
+from properties.ops.fill import families_for, fill, ids
+from properties.samplers.strategies import DTYPES
 
 ROW_LENGTHS = (1, 2, 3, 5, 8, 17, 64, 100, 257, 1000, 4096)
 HEAD_DIMS = (2, 4, 8, 16, 32, 64, 128)

@@ -14,7 +14,7 @@ from scipy.spatial import distance
 
 from oracle import metrics
 from properties import recording
-from properties.strategies import FAMILIES, make_logits
+from properties.samplers.strategies import FAMILIES, make_logits
 
 
 @st.composite

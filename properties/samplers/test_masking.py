@@ -9,9 +9,9 @@ import pytest
 from hypothesis import find, given, settings, strategies as st
 
 from properties import recording
-from properties.chains import (CHAIN_SAMPLERS, chain_cases, compare, dense_distribution, impl_prefix,
+from properties.samplers.chains import (CHAIN_SAMPLERS, chain_cases, compare, dense_distribution, impl_prefix,
                                oracle_chain)
-from properties.helpers import covered
+from properties.plugin import covered
 
 
 @pytest.mark.parametrize("names", [None] + [(n,) for n in CHAIN_SAMPLERS], ids=lambda n: "random-chain" if n is None else n[0])

@@ -16,7 +16,7 @@ import numpy as np
 
 from oracle.ops.rope import rope_angles, yarn_corr_dims
 from properties.numerics import FN_U
-from properties.ops_strategies import OpCase
+from properties.ops.strategies import OpCase
 
 
 def _f64(a: Any) -> np.ndarray:

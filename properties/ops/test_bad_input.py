@@ -1,5 +1,5 @@
 """Bad input for the ops: oracle and implementation make the same documented decision — a
-ValueError naming the problem, or the stated result (``properties/catalogue/op_bad_inputs.py``)."""
+ValueError naming the problem, or the stated result (``properties/ops/bad_inputs.py``)."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,8 +9,8 @@ import pytest
 
 from oracle import ops as oracle_ops
 from properties import recording
-from properties.catalogue.op_bad_inputs import BAD_INPUTS, Bad
-from properties.ops_helpers import covered, oimpl  # noqa: F401
+from properties.ops.bad_inputs import BAD_INPUTS, Bad
+from properties.plugin import covered
 
 
 class OracleAPI:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from properties.strategies import DTYPES, FAMILIES as LOGIT_FAMILIES, FP32_ONLY, make_logits
+from properties.samplers.strategies import DTYPES, FAMILIES as LOGIT_FAMILIES, FP32_ONLY, make_logits
 
 VALUE_FAMILIES = ("normal", "scaled", "wide", "outlier", "offset", "tiny", "ties", "huge", "near_max")
 # 1e30 does not fit in fp16; bf16 and fp32 hold it

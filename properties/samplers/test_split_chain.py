@@ -16,8 +16,8 @@ from hypothesis import given, strategies as st
 from oracle.candidates import TokenDataArray
 from oracle.samplers.selection import select_inverse_cdf
 from properties import recording
-from properties.chains import DEFAULT_CHAIN, chain_cases, compare, impl_prefix, oracle_chain
-from properties.helpers import covered
+from properties.samplers.chains import DEFAULT_CHAIN, chain_cases, compare, impl_prefix, oracle_chain
+from properties.plugin import covered
 
 _TOKENS = {"same": 0, "different": 0}
 

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 
 from oracle import ops as oracle_ops
-from properties.catalogue import op_models as m
-from properties.catalogue.ops import OpRecord
-from properties.checks import PropertyFailure
+from properties.ops import models as m
+from properties.ops.records import OpRecord
+from properties import PropertyFailure
 from properties.numerics import U32, ErrorReport, scaled_error
-from properties.ops_strategies import OpCase
+from properties.ops.strategies import OpCase
 
 # max |gelu_tanh - gelu_erf| over the reals (float64 scan of [-10, 10] at 1e-5 steps: 4.7324e-4;
 # outside, both sides are within 1e-20 of 0 or of x). Rounded up in the 4th digit.

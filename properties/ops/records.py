@@ -1,5 +1,5 @@
 """One record per op: how to draw its inputs, call oracle and implementation, and judge the
-difference (an error model in units of u from ``op_models``, or exact equality).
+difference (an error model in units of u from ``models``, or exact equality).
 
 Tests in ``test_ops.py`` are generated from ``OP_RECORDS``; adding an op means an oracle
 function, an impl function of the same name and signature, a strategy and one record here.
@@ -12,10 +12,10 @@ from typing import Any, Callable
 from hypothesis import strategies as st
 
 from oracle import ops as oracle_ops
-from properties.catalogue import op_models as m
-from properties.ops_strategies import (HEAD_DIMS, OpCase, attention_cases, norm_cases, rope_cases,
+from properties.ops import models as m
+from properties.ops.strategies import (HEAD_DIMS, OpCase, attention_cases, norm_cases, rope_cases,
                                        row_cases, SEEDS)
-from properties.strategies import FAMILIES as LOGIT_FAMILIES
+from properties.samplers.strategies import FAMILIES as LOGIT_FAMILIES
 
 Model = Callable[[OpCase, Any], tuple[Any, Any]]
 VALUE_FAMS = ("normal", "scaled", "wide", "outlier", "ties", "huge", "near_max", "tiny")

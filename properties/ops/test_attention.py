@@ -3,14 +3,14 @@ decode token by token == prefill for every prefix length, causality (future keys
 replaced by other values, NaN or inf leave earlier outputs bit-identical), GQA == MHA with K/V
 heads repeated, and a permuted cache with permuted positions.
 
-Generated from ``properties.ops_properties.PROPERTIES`` (group "attention").
+Generated from ``properties.ops.suite.PROPERTIES`` (group "attention").
 """
 from __future__ import annotations
 
 import pytest
 from hypothesis import given, strategies as st
 
-from properties.ops_helpers import oimpl, property_params, run_property  # noqa: F401
+from properties.ops.suite import property_params, run_property
 
 
 @pytest.mark.parametrize("prop, dtype", property_params("attention"))

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from oracle import samplers as s
 from oracle.rng import Replay
-from properties.catalogue.record import Params, SamplerRecord
+from properties.samplers.record import Params, SamplerRecord
 from properties.numerics import U32, log2n, mass_allowance
-from properties.strategies import floats32, per_row
+from properties.samplers.strategies import floats32, per_row
 
 
 def _dict(**strategies: st.SearchStrategy) -> st.SearchStrategy[Params]:
@@ -350,3 +350,7 @@ def _replayed(smp: s.Sampler, doubles=(), floats=()) -> s.Sampler:
 
 
 RECORDS_BY_NAME = {r.name: r for r in RECORDS}
+
+
+def sampler_records(*kinds: str, impl_only: bool = False) -> list[SamplerRecord]:
+    return [r for r in RECORDS if (not kinds or r.kind in kinds) and (r.has_impl or not impl_only)]
