@@ -22,10 +22,9 @@ from hypothesis import given, strategies as st
 
 import oracle.quants as oq
 from properties import recording
-from properties.catalogue.quants import BY_NAME, RECORDS, quant_records
-from properties.quant_checks import bit_mismatch, fail
-from properties.quant_helpers import record_params
-from properties.quant_strategies import fill_raw, fill_values, raw_cases, value_cases
+from properties.quants.records import BY_NAME, RECORDS, quant_records
+from properties.quants.checks import bit_mismatch, fail
+from properties.quants.strategies import fill_raw, fill_values, raw_cases, value_cases
 
 pytestmark = pytest.mark.peer
 
@@ -46,7 +45,7 @@ def peer_quantize(x: np.ndarray, qtype: int) -> np.ndarray:
     return np.ascontiguousarray(out).view(np.uint8).reshape(x.shape[0], -1)
 
 
-@pytest.mark.parametrize("record", record_params(RECORDS))
+@pytest.mark.parametrize("record", RECORDS, ids=str)
 @given(data=st.data())
 def test_dequantize_equals_gguf_py(record, data):
     case = data.draw(raw_cases([record]), label="case")
@@ -57,7 +56,7 @@ def test_dequantize_equals_gguf_py(record, data):
     recording.note(record.name, "peer_gguf_dequantize", "raw")
 
 
-@pytest.mark.parametrize("record", record_params(quant_records(quantizable=True)))
+@pytest.mark.parametrize("record", quant_records(quantizable=True), ids=str)
 @given(data=st.data())
 def test_quantize_equals_gguf_py(record, data):
     case = data.draw(value_cases([record]), label="case")
@@ -81,7 +80,7 @@ EXPLICIT = [  # edge values named by the issue, each as a one-block witness
 ]
 
 
-@pytest.mark.parametrize("record", record_params(quant_records(quantizable=True)))
+@pytest.mark.parametrize("record", quant_records(quantizable=True), ids=str)
 @pytest.mark.parametrize("label, values", EXPLICIT, ids=[e[0] for e in EXPLICIT])
 def test_quantize_edge_values_equal_gguf_py(record, label, values):
     x = np.asarray(values, dtype=np.float32)[None, :]

@@ -18,7 +18,7 @@ from properties import recording
 from properties.backends import load_impl
 from properties import PropertyFailure
 from properties.profiles import current_profile
-from properties.quant_checks import PROPERTIES, QuantProperty
+from properties.quants.suite import PROPERTIES, QuantProperty
 
 IMPL = "gpu_impl.quants"
 ZOO_EXAMPLES = {"nightly": 100}.get(current_profile(), 10)  # per (property, format) pair

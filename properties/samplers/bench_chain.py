@@ -6,7 +6,7 @@
    target >= 20× faster, with peak traced NumPy memory <= 4 GiB.
 
 Run:
-    python -m pytest properties/bench_samplers.py -o addopts="" -p properties.plugin --benchmark-only -s
+    python -m pytest properties/samplers/bench_chain.py -o addopts="" -p properties.plugin --benchmark-only -s
 """
 from __future__ import annotations
 

@@ -19,9 +19,9 @@ import oracle.quants as oq
 from fixtures import gguf_gen
 from fixtures.gguf_layout import walk
 from fixtures.loader import GGUFLoadError, load
-from properties.catalogue.quants import RECORDS
+from properties.quants.records import RECORDS
 from properties.numerics import U32
-from properties.quant_checks import bit_mismatch
+from properties.quants.checks import bit_mismatch
 
 logging.getLogger("gguf").setLevel(logging.WARNING)
 MODELS = [(a, w) for a in gguf_gen.ARCHS for w in gguf_gen.WTYPES]

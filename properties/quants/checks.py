@@ -1,21 +1,15 @@
-"""Quantization property bodies, written once: the pytest tests and the quant bug zoo both call
-these. Each takes an ``Impl`` (or None for oracle-only properties) and a drawn case, raises
-``PropertyFailure`` with WHY / CASE, and returns what it measured."""
+"""Quantization property bodies, written once: the pytest tests and the bug zoo both call them
+through the table in ``properties.quants.suite``. Each takes an ``Impl`` and a drawn case,
+raises ``PropertyFailure`` with WHY / CASE, and returns what it measured."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Callable
-
 import numpy as np
-from hypothesis import strategies as st
 
 import oracle.quants as oq
-from properties.catalogue.quants import RECORDS, QuantRecord, quant_records
 from properties import PropertyFailure
 from properties.numerics import U32, U64, ErrorReport, gamma
-from properties.quant_strategies import (RawCase, ValueCase, get_rows_cases, matvec_cases, raw_cases,
-                                         row_offset_cases, value_cases)
+from properties.quants.strategies import RawCase, ValueCase
 
 
 def fail(prop: str, case: object, why: str) -> None:
@@ -94,7 +88,7 @@ def check_matvec(qimpl, case: RawCase, seed: int) -> ErrorReport:
 
 def check_roundtrip(qimpl, case: ValueCase) -> ErrorReport:
     """oracle quantize -> impl dequantize stays within the format's per-element bound. The report
-    is in units of the block's step d (see properties/catalogue/quants.py for each bound)."""
+    is in units of the block's step d (see properties/quants/records.py for each bound)."""
     rec = case.record
     stored = oq.quantize(case.values, rec.qtype)
     back = np.asarray(qimpl("dequantize", stored, int(rec.qtype), case.values.shape))
@@ -121,31 +115,3 @@ def check_idempotent(qimpl, case: ValueCase) -> None:
     if not same.all():
         i = np.unravel_index(int(np.flatnonzero(~same.reshape(-1))[0]), shape)
         fail("idempotent re-quantization", case, f"at {i}: P(x)={once[i]!r}, P(P(x))={twice[i]!r}")
-
-
-# ---- the property table: tests and the bug zoo are generated from it ----
-
-@dataclass(frozen=True)
-class QuantProperty:
-    name: str
-    records: Callable[[], list[QuantRecord]]
-    draw: Callable[[QuantRecord], st.SearchStrategy]
-    run: Callable[[Any, Any], ErrorReport | None]
-    label: str = "raw"
-    """The 'dtype' column of the results (what kind of input the property sees)."""
-
-    def _repr_pretty_(self, p, cycle) -> None:
-        p.text(self.name)
-
-
-PROPERTIES: tuple[QuantProperty, ...] = (
-    QuantProperty("dequantize_bit_exact", lambda: list(RECORDS), lambda r: raw_cases([r]), check_dequantize),
-    QuantProperty("row_at_offset", lambda: list(RECORDS), row_offset_cases, lambda q, c: check_row_at_offset(q, *c)),
-    QuantProperty("get_rows", lambda: list(RECORDS), get_rows_cases, lambda q, c: check_get_rows(q, *c)),
-    QuantProperty("matvec_gamma_k", lambda: list(RECORDS), matvec_cases, lambda q, c: check_matvec(q, *c),
-                  "float32"),
-    QuantProperty("roundtrip_bound_in_steps", lambda: quant_records(quantizable=True),
-                  lambda r: value_cases([r], bounded=True), check_roundtrip, "float32"),
-    QuantProperty("idempotent", lambda: quant_records(quantizable=True, idempotent=True),
-                  lambda r: value_cases([r], bounded=True), check_idempotent, "float32"),
-)

@@ -8,11 +8,11 @@ from hypothesis import given, strategies as st
 
 import oracle.quants as oq
 from properties import recording
-from properties.catalogue.quants import BY_NAME, RECORDS
+from properties.quants.records import BY_NAME, RECORDS
 from properties.plugin import covered
-from properties.quant_checks import PROPERTIES, bit_mismatch
-from properties.quant_helpers import qimpl  # noqa: F401  (fixture)
-from properties.quant_strategies import fill_raw, raw_cases
+from properties.quants.checks import bit_mismatch
+from properties.quants.suite import PROPERTIES
+from properties.quants.strategies import fill_raw, raw_cases
 
 
 def _property_params():
@@ -22,7 +22,7 @@ def _property_params():
 @pytest.mark.parametrize("prop, record", _property_params())
 @given(data=st.data())
 def test_quant_property(qimpl, prop, record, data):
-    """Every (property, format) pair of ``quant_checks.PROPERTIES``; see each check's docstring."""
+    """Every (property, format) pair of ``properties.quants.suite.PROPERTIES``; see each check's docstring."""
     drawn = data.draw(prop.draw(record), label="case")
     with covered():
         report = prop.run(qimpl, drawn)

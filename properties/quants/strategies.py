@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 from hypothesis import strategies as st
 
-from properties.catalogue.quants import RECORDS, QuantRecord
+from properties.quants.records import RECORDS, QuantRecord
 
 # Bit patterns for the special values of each scale encoding (several where payload/sign vary).
 SPECIALS: dict[str, dict[str, tuple[int, ...]]] = {

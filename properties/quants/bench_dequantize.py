@@ -2,7 +2,7 @@
 NumPy, and gguf-py, for Q4_K and Q8_0 on a 64 MiB tensor.
 
 Not collected by default (the file is not test_*.py, and CI passes --benchmark-skip). Run:
-    python -m pytest properties/bench_quants.py -o addopts="" -p properties.plugin --benchmark-only
+    python -m pytest properties/quants/bench_dequantize.py -o addopts="" -p properties.plugin --benchmark-only
 """
 from __future__ import annotations
 
