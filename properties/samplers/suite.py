@@ -1,6 +1,6 @@
 """The sampler properties as one table: which records each applies to, how to draw one example,
 and the body (a ``checks`` function). The pytest tests (test_impl_vs_oracle, test_invariants,
-test_boundary_conventions, test_row_contract; engines/test_engines on the engine records) and
+test_boundary_conventions, test_row_contract; engines/test_variants on the engine records) and
 the bug zoo (properties/zoo/samplers.py) are all generated from it, so a body is written once.
 
 Record-free properties (softmax invariants, the distribution gate) take ``record=None``.

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 from oracle.engines import ENGINES, Settings
 from oracle.engines import candle as o_candle
 from properties import recording
-from properties.catalogue.engines import ENGINE_RECORDS
+from properties.engines.records import ENGINE_RECORDS
 from properties.numerics import U64
 from properties.samplers.suite import IMPL_VS_ORACLE, MIN_KEEP, MONOTONE, NOOP, params_for, run
 

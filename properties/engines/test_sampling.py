@@ -17,7 +17,7 @@ from oracle.engines import candle as o_candle
 from oracle.engines import vllm as o_vllm
 from oracle.engines.settings import inverse_cdf, softmax
 from properties import recording
-from properties.catalogue.engines import engines_impl
+from properties.engines.records import engines_impl
 from properties.plugin import covered
 from properties.stats import POWER_N, gof_samples
 from properties.samplers.strategies import make_logits

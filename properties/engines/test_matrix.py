@@ -16,7 +16,7 @@ from oracle.engines import ENGINES, Settings
 from oracle.engines.mapping import translate, tvd
 from properties import recording
 from properties.profiles import current_profile
-from properties.engine_matrix import (ENGINE_ORDER, PAIRS, SETTINGS, canonical, cases, compare,
+from properties.engines.matrix import (ENGINE_ORDER, PAIRS, SETTINGS, canonical, cases, compare,
                                       exchangeable_classes, labels, not_expressible, vocab_cap, witness)
 
 # search budgets: CI keeps the whole matrix near a minute; nightly searches ~7x longer

@@ -26,7 +26,7 @@ from oracle.engines import vllm as o_vllm
 from oracle.engines.settings import Settings
 from oracle.samplers.base import Empty, Sampler
 from properties.backends import Impl, NotCovered
-from properties.catalogue.engine_selections import Gumbel, Race, gumbel_legal, race_legal, ratio_eps, uniform_rows
+from properties.engines.selections import Gumbel, Race, gumbel_legal, race_legal, ratio_eps, uniform_rows
 from properties.samplers.record import Params, SamplerRecord
 from properties.samplers.records import _dict, _logit_key, _prob, _typical_key
 from properties.numerics import mass_allowance
