@@ -40,7 +40,7 @@ except Exception as exc:  # ImportError, or a torch that fails to load
 
 pytestmark = [pytest.mark.peer]
 if PEER:
-    print(f"SKIP test_peer_transformers: {PEER}")
+    print(f"SKIP peers/test_transformers: {PEER}")
     pytestmark.append(pytest.mark.skip(reason=PEER))
 
 DTYPES = ("float64", "float32")
