@@ -36,6 +36,12 @@ class OpProperty:
     """(ops impl, drawn example) -> (ErrorReport, err_u) to record, or None; raises on failure."""
     group: str = "ops"
     dtypes: tuple[str, ...] = ALL_DTYPES
+    calls: tuple[str, ...] = ()
+    """The impl functions the body calls, where they are not just ``op``."""
+
+    @property
+    def uses(self) -> frozenset[str]:
+        return frozenset(self.calls or (self.op,))
 
     def __repr__(self) -> str:
         return self.name
@@ -43,7 +49,8 @@ class OpProperty:
 
 def _oracle_prop(record) -> OpProperty:
     return OpProperty(f"impl_vs_oracle[{record.name}]", record.name, record.cases,
-                      lambda impl, case, r=record: oc.check_matches_oracle(impl, r, case), dtypes=record.dtypes)
+                      lambda impl, case, r=record: oc.check_matches_oracle(impl, r, case), dtypes=record.dtypes,
+                      calls=(record.fn,))
 
 
 def _exactly_scalable(arg) -> bool:
@@ -99,17 +106,18 @@ PROPERTIES: list[OpProperty] = [_oracle_prop(r) for r in OP_RECORDS] + [
                    {"scale": st.sampled_from([1.0, 0.125, 2.0])}), axes=True, force_mask=True),
                oc.check_masked_equals_truncated),
     OpProperty("log_softmax_is_log_of_softmax", "log_softmax", OPS["log_softmax"].cases,
-               oc.check_log_softmax_is_log_softmax),
+               oc.check_log_softmax_is_log_softmax, calls=("log_softmax", "softmax")),
     OpProperty("step_vs_oracle", "attention_step", step_cases, lambda impl, a: ac.check_step_matches_oracle(impl, *a),
-               group="attention"),
+               group="attention", calls=("KVCache", "attention_step")),
     OpProperty("decode_equals_prefill", "attention_step", step_cases,
-               lambda impl, a: ac.check_decode_equals_prefill(impl, *a), group="attention"),
+               lambda impl, a: ac.check_decode_equals_prefill(impl, *a), group="attention",
+               calls=("KVCache", "attention_step")),
     OpProperty("causality", "attention", _causality_args, lambda impl, a: ac.check_causality(impl, *a),
                group="attention"),
     OpProperty("gqa_equals_mha", "attention", lambda d: attention_cases(d).filter(lambda c: c.shape["group"] > 1),
                ac.check_gqa_equals_mha, group="attention"),
     OpProperty("permuted_cache", "attention", _permuted_args, lambda impl, a: ac.check_permuted_cache(impl, *a),
-               group="attention"),
+               group="attention", calls=("KVCache", "attention_decode")),
 ]
 
 PROPERTIES_BY_NAME = {p.name: p for p in PROPERTIES}

@@ -21,6 +21,8 @@ class QuantProperty:
     records: Callable[[], list[QuantRecord]]
     draw: Callable[[QuantRecord], st.SearchStrategy]
     run: Callable[[Any, Any], ErrorReport | None]
+    uses: frozenset[str] = frozenset({"dequantize"})
+    """The impl functions the body calls."""
     label: str = "raw"
     """The 'dtype' column of the results (what kind of input the property sees)."""
 
@@ -30,12 +32,14 @@ class QuantProperty:
 
 PROPERTIES: tuple[QuantProperty, ...] = (
     QuantProperty("dequantize_bit_exact", lambda: list(RECORDS), lambda r: raw_cases([r]), check_dequantize),
-    QuantProperty("row_at_offset", lambda: list(RECORDS), row_offset_cases, lambda q, c: check_row_at_offset(q, *c)),
-    QuantProperty("get_rows", lambda: list(RECORDS), get_rows_cases, lambda q, c: check_get_rows(q, *c)),
+    QuantProperty("row_at_offset", lambda: list(RECORDS), row_offset_cases, lambda q, c: check_row_at_offset(q, *c),
+                  frozenset({"dequantize_row"})),
+    QuantProperty("get_rows", lambda: list(RECORDS), get_rows_cases, lambda q, c: check_get_rows(q, *c),
+                  frozenset({"get_rows"})),
     QuantProperty("matvec_gamma_k", lambda: list(RECORDS), matvec_cases, lambda q, c: check_matvec(q, *c),
-                  "float32"),
+                  frozenset({"matvec"}), "float32"),
     QuantProperty("roundtrip_bound_in_steps", lambda: quant_records(quantizable=True),
-                  lambda r: value_cases([r], bounded=True), check_roundtrip, "float32"),
+                  lambda r: value_cases([r], bounded=True), check_roundtrip, label="float32"),
     QuantProperty("idempotent", lambda: quant_records(quantizable=True, idempotent=True),
-                  lambda r: value_cases([r], bounded=True), check_idempotent, "float32"),
+                  lambda r: value_cases([r], bounded=True), check_idempotent, label="float32"),
 )

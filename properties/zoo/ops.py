@@ -1,19 +1,22 @@
-"""Mutants of the ops implementation, each a bug from public engine-porting reports.
+"""The ops bug zoo: mutants of gpu_impl.ops, each a bug from public engine-porting reports.
 
-A mutant is the implementation module with some functions replaced by a buggy version built
-from the module's own public functions (or, where the bug is inside one, a short rewrite).
-``properties/test_ops_zoo.py`` runs the named property against each and requires it to fail.
+A mutant is the ops module with some functions replaced by a buggy version built from the
+module's own public functions (or, where the bug is inside one, a short rewrite). The runner
+hunts each with every op property (``properties.ops.suite``) whose body calls a replaced
+function, every dtype, in suite order.
 """
 from __future__ import annotations
 
+import importlib
 import types
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import ml_dtypes
 import numpy as np
 
 from properties.backends import cupy_or_none
+from properties.ops.suite import PROPERTIES
+from properties.zoo.runner import Domain, Mutant, Property, replaced
 
 
 def _xp(x: Any):
@@ -29,21 +32,26 @@ def _f32(x: Any) -> Any:
     return x.astype(xp.float32)
 
 
-@dataclass(frozen=True)
-class OpMutant:
-    name: str
-    bug: str
-    prop: str
-    """The property (``properties.ops.suite``) that must kill it."""
-    dtype: str
-    patch: Callable[[types.ModuleType], dict[str, Callable]]
+Patch = Callable[[types.ModuleType], dict[str, Callable]]
+"""The ops module -> {function name: buggy replacement}."""
 
 
-def mutate(module: types.ModuleType, mutant: OpMutant) -> types.ModuleType:
-    mod = types.ModuleType(f"{module.__name__}[{mutant.name}]")
+def mutate(module: types.ModuleType, name: str, patch: Patch) -> types.ModuleType:
+    mod = types.ModuleType(f"{module.__name__}[{name}]")
     mod.__dict__.update({k: getattr(module, k) for k in dir(module) if not k.startswith("_")})
-    mod.__dict__.update(mutant.patch(module))
+    mod.__dict__.update(patch(module))
     return mod
+
+
+def _mutant(name: str, bug: str, patch: Patch) -> Mutant:
+    """The functions it replaces are read off the patch itself (applied to gpu_impl.ops)."""
+    replaces = frozenset(patch(importlib.import_module("gpu_impl.ops")))
+    return Mutant(name, bug, replaces, replaced(lambda base: mutate(base, name, patch)))
+
+
+def properties() -> list[Property]:
+    """Every op property at every dtype, in the order of ``properties.ops.suite.PROPERTIES``."""
+    return [Property(f"{p.name}/{d}", p.uses, lambda d=d, p=p: p.draw(d), p.body) for p in PROPERTIES for d in p.dtypes]
 
 
 def _rope_restart(o):
@@ -180,58 +188,57 @@ def _bf16(v: float) -> float:
     return float(np.float32(v).astype(ml_dtypes.bfloat16))
 
 
-OP_MUTANTS: list[OpMutant] = [
-    OpMutant("rope_restarts_each_step", "RoPE positions restart at 0 on every decode step", "decode_equals_prefill",
-             "float32", _rope_restart),
-    OpMutant("no_causal_mask", "attention without the causal mask", "impl_vs_oracle[attention]", "float32",
-             _kw("attention", causal=lambda c: False)),
-    OpMutant("kv_projected_to_d_model", "K/V split as d_model wide instead of n_kv_heads·head_dim",
-             "impl_vs_oracle[project_qkv]", "float32", _kv_dmodel),
-    OpMutant("whole_sequence_refed", "the whole sequence re-fed each step (at n_past + i) into the cache",
-             "decode_equals_prefill", "float32", _refeed),
-    OpMutant("gelu_exact_for_tanh", "exact erf GELU where the tanh approximation is the contract",
-             "impl_vs_oracle[gelu_tanh]", "float32", _kw("gelu", approximate=lambda a: "none")),
-    OpMutant("softcap_15_not_30", "final softcap halved (15 where the model says 30)", "impl_vs_oracle[softcap]",
-             "float32", _kw("softcap", cap=lambda c: c / 2)),
-    OpMutant("rms_norm_mean_not_mean_square", "rms_norm divides by sqrt(mean(x) + eps)", "impl_vs_oracle[rms_norm]",
-             "float32", lambda o: {"rms_norm": _rms(False, True)}),
-    OpMutant("rms_norm_drops_eps", "rms_norm without eps", "impl_vs_oracle[rms_norm]", "float32",
-             lambda o: {"rms_norm": _rms(True, False)}),
-    OpMutant("embedding_scale_missing", "embedding rows not multiplied by √d", "impl_vs_oracle[embedding]",
-             "float32", _kw("embedding", scale=lambda s: 1.0)),
-    OpMutant("rope_layouts_swapped", "NeoX and normal RoPE layouts swapped", "impl_vs_oracle[rope]", "float32",
-             _kw("rope", mode=lambda m: "normal" if m == "neox" else "neox")),
-    OpMutant("softmax_without_max", "softmax without the max subtraction (fp16 overflow)", "impl_vs_oracle[softmax]",
-             "float16", _softmax_no_max),
-    OpMutant("logits_sliced_by_hidden", "logits sliced with the hidden size instead of the vocab size",
-             "impl_vs_oracle[output_logits]", "float32",
-             lambda o: {"output_logits": lambda hidden, w_out, n_vocab, softcap=0.0: o.output_logits(
+MUTANTS: tuple[Mutant, ...] = (
+    _mutant("rope_restarts_each_step", "RoPE positions restart at 0 on every decode step",
+            _rope_restart),
+    _mutant("no_causal_mask", "attention without the causal mask",
+            _kw("attention", causal=lambda c: False)),
+    _mutant("kv_projected_to_d_model", "K/V split as d_model wide instead of n_kv_heads·head_dim",
+            _kv_dmodel),
+    _mutant("whole_sequence_refed", "the whole sequence re-fed each step (at n_past + i) into the cache",
+            _refeed),
+    _mutant("gelu_exact_for_tanh", "exact erf GELU where the tanh approximation is the contract",
+            _kw("gelu", approximate=lambda a: "none")),
+    _mutant("softcap_15_not_30", "final softcap halved (15 where the model says 30)",
+            _kw("softcap", cap=lambda c: c / 2)),
+    _mutant("rms_norm_mean_not_mean_square", "rms_norm divides by sqrt(mean(x) + eps)",
+            lambda o: {"rms_norm": _rms(False, True)}),
+    _mutant("rms_norm_drops_eps", "rms_norm without eps",
+            lambda o: {"rms_norm": _rms(True, False)}),
+    _mutant("embedding_scale_missing", "embedding rows not multiplied by √d",
+            _kw("embedding", scale=lambda s: 1.0)),
+    _mutant("rope_layouts_swapped", "NeoX and normal RoPE layouts swapped",
+            _kw("rope", mode=lambda m: "normal" if m == "neox" else "neox")),
+    _mutant("softmax_without_max", "softmax without the max subtraction (fp16 overflow)",
+            _softmax_no_max),
+    _mutant("logits_sliced_by_hidden", "logits sliced with the hidden size instead of the vocab size",
+            lambda o: {"output_logits": lambda hidden, w_out, n_vocab, softcap=0.0: o.output_logits(
                  hidden, w_out, w_out.shape[0], softcap)[:, :hidden.shape[1]]}),
     # more from the same reports
-    OpMutant("gqa_heads_interleaved", "query head h reads K/V head h % n_kv_head", "gqa_equals_mha", "float32",
-             _gqa_interleaved),
-    OpMutant("cache_positions_ignored", "cache cells assumed in position order", "permuted_cache", "float32",
-             _cache_order),
-    OpMutant("masked_nan_leaks", "additive -inf mask and 0·v for masked entries (NaN in the cache leaks)",
-             "causality", "float32", _attention_masked_nan_leak),
-    OpMutant("window_off_by_one", "sliding window keeps one key too many", "impl_vs_oracle[attention]", "float32",
-             _kw("attention", window=lambda w: w + 1 if w else 0)),
-    OpMutant("layer_norm_one_pass_variance", "variance as E[x²] - E[x]²", "impl_vs_oracle[layer_norm]", "float32",
-             lambda o: {"layer_norm": _layer_norm_one_pass}),
-    OpMutant("rms_norm_ignores_unit_offset", "Gemma's (1 + w) applied as w", "impl_vs_oracle[rms_norm]", "float32",
-             lambda o: {"rms_norm": _rms(True, True, unit_offset_honoured=False)}),
-    OpMutant("argmax_last_max", "argmax returns the last maximal index", "impl_vs_oracle[argmax]", "float32",
-             lambda o: {"argmax": lambda x: x.shape[-1] - 1 - o.argmax(x[..., ::-1])}),
-    OpMutant("matmul_fp16_accumulator", "fp16 inputs accumulated in fp16", "impl_vs_oracle[matmul]", "float16",
-             lambda o: {"matmul": _matmul_fp16_accumulate}),
-    OpMutant("embedding_scale_rounded_bf16", "√d rounded to bf16 before scaling (55.4256 → 55.5)",
-             "impl_vs_oracle[embedding]", "float32", _kw("embedding", scale=lambda s: _bf16(s))),
-    OpMutant("softmax_mask_as_large_negative", "mask -inf replaced by -1e4 (a 'safe' finite mask value)",
-             "masked_softmax_equals_truncated", "float32",
-             lambda o: {"softmax": lambda x, axis=-1, scale=1.0, mask=None: o.softmax(
+    _mutant("gqa_heads_interleaved", "query head h reads K/V head h % n_kv_head",
+            _gqa_interleaved),
+    _mutant("cache_positions_ignored", "cache cells assumed in position order",
+            _cache_order),
+    _mutant("masked_nan_leaks", "additive -inf mask and 0·v for masked entries (NaN in the cache leaks)",
+            _attention_masked_nan_leak),
+    _mutant("window_off_by_one", "sliding window keeps one key too many",
+            _kw("attention", window=lambda w: w + 1 if w else 0)),
+    _mutant("layer_norm_one_pass_variance", "variance as E[x²] - E[x]²",
+            lambda o: {"layer_norm": _layer_norm_one_pass}),
+    _mutant("rms_norm_ignores_unit_offset", "Gemma's (1 + w) applied as w",
+            lambda o: {"rms_norm": _rms(True, True, unit_offset_honoured=False)}),
+    _mutant("argmax_last_max", "argmax returns the last maximal index",
+            lambda o: {"argmax": lambda x: x.shape[-1] - 1 - o.argmax(x[..., ::-1])}),
+    _mutant("matmul_fp16_accumulator", "fp16 inputs accumulated in fp16",
+            lambda o: {"matmul": _matmul_fp16_accumulate}),
+    _mutant("embedding_scale_rounded_bf16", "√d rounded to bf16 before scaling (55.4256 → 55.5)",
+            _kw("embedding", scale=lambda s: _bf16(s))),
+    _mutant("softmax_mask_as_large_negative", "mask -inf replaced by -1e4 (a 'safe' finite mask value)",
+            lambda o: {"softmax": lambda x, axis=-1, scale=1.0, mask=None: o.softmax(
                  x, axis, scale, None if mask is None else _xp(mask).maximum(_f32(mask), -1e4))}),
-    OpMutant("rope_positions_through_fp16", "positions passed through fp16 (exact only below 2048)",
-             "impl_vs_oracle[rope]", "float32",
-             lambda o: {"rope": lambda x, positions, **kw: o.rope(
+    _mutant("rope_positions_through_fp16", "positions passed through fp16 (exact only below 2048)",
+            lambda o: {"rope": lambda x, positions, **kw: o.rope(
                  x, _xp(positions).asarray(positions).astype(np.float16).astype(np.int64), **kw)}),
-]
+)
+
+DOMAIN = Domain("ops", "gpu_impl.ops", properties, MUTANTS)
