@@ -27,12 +27,12 @@ def synthetic_results() -> dict:
                  "not_covered": ["gpu_impl.mirostat", "gpu_impl.dry"], "seed": 7, "date": "2025-01-01T00:00:00+00:00",
                  "pytest_exit": 1, "versions": {"python": "3.11", "numpy": "2.4.0"}},
         "tests": [
-            {"nodeid": "properties/test_impl_vs_oracle.py::test_impl_matches_oracle[top_k-float32]",
+            {"nodeid": "properties/samplers/test_impl_vs_oracle.py::test_impl_matches_oracle[top_k-float32]",
              "outcome": "passed", "duration": 0.5, "reason": ""},
-            {"nodeid": "properties/test_impl_vs_oracle.py::test_impl_matches_oracle[top_p-float16]",
+            {"nodeid": "properties/samplers/test_impl_vs_oracle.py::test_impl_matches_oracle[top_p-float16]",
              "outcome": "failed", "duration": 1.25,
              "reason": "AssertionError: dropped 2 token(s) " + EVIL + " " + "x" * 5000 + " TAIL-OF-TRACE"},
-            {"nodeid": "properties/test_impl_vs_oracle.py::test_impl_matches_oracle[mirostat-float32]",
+            {"nodeid": "properties/samplers/test_impl_vs_oracle.py::test_impl_matches_oracle[mirostat-float32]",
              "outcome": "skipped", "duration": 0.0, "reason": "NOT COVERED: mirostat is not implemented in gpu_impl"},
         ],
         "worst_error": [

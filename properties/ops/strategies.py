@@ -161,6 +161,7 @@ def row_cases(draw, op: str, dtype: str, families: tuple[str, ...], params: st.S
         shape["mask"] = 1
     elif masks:
         shape["mask"] = int(draw(st.booleans(), label="mask"))
+    BUILDERS.setdefault(op, _rows)  # a new row-wise op needs no builder of its own
     return OpCase(op, dtype, _family(draw, dtype, families), draw(SEEDS, label="seed"), shape, p)
 
 

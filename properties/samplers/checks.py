@@ -112,7 +112,7 @@ def oracle_survivors(record: SamplerRecord, case: Case, params: dict | None = No
     return np.stack([record.oracle_kept(c.row64(b), c.row_params(b)) for b in range(c.batch)])
 
 
-# --- invariants (bodies of properties/test_invariants.py) -------------------------------------
+# --- invariants (bodies of samplers/test_invariants.py) -------------------------------------
 
 def check_softmax_invariants(impl, case: Case, shift: int) -> None:
     """softmax sums to 1 within (2·ceil(log2 n) + 4)·u, is >= 0, exactly 0 at -inf, and is bitwise
