@@ -83,6 +83,8 @@ class Domain:
     properties: Callable[[], list[Property]]
     """Every property of the domain, in the order a hunt runs them."""
     mutants: tuple[Mutant, ...]
+    scope: dict[str, Any] = field(default_factory=dict)
+    """The draws' bounds when the target is a module, not a mutant."""
 
 
 @dataclass
@@ -168,8 +170,9 @@ def _module(target: ModuleType | str) -> ModuleType:
 
 
 def hunt(target: Mutant | ModuleType | str, domain: Domain, budget: int | None = None, backend: str = "numpy",
-         until_first_kill: bool | None = None) -> Hunt:
-    """Run the domain's properties against ``target`` (see the module docstring)."""
+         until_first_kill: bool | None = None, scope: dict[str, Any] | None = None) -> Hunt:
+    """Run the domain's properties against ``target`` (see the module docstring); ``scope``
+    overrides the draws' bounds (default: the mutant's own, or the domain's)."""
     budget = budget or default_budget()
     is_mutant = isinstance(target, Mutant)
     stop = is_mutant if until_first_kill is None else until_first_kill
@@ -182,7 +185,8 @@ def hunt(target: Mutant | ModuleType | str, domain: Domain, budget: int | None =
     with context as module:
         impl = Impl(module, backend)
         for prop in props:
-            out.results.append(run_property(prop, impl, budget, target.scope if is_mutant else None))
+            out.results.append(run_property(prop, impl, budget, scope if scope is not None else
+                                            target.scope if is_mutant else domain.scope))
             if stop and out.results[-1].killed:
                 break
     return out

@@ -1,6 +1,8 @@
 """The bug zoos: every mutant of every domain (samplers, ops, quants) must be killed by its domain's
 own property bodies (``properties.zoo.runner.hunt``), and the unmutated gpu_impl must pass
-exactly the (property, example) pairs that killed them (``control``: no false kill).
+exactly the (property, example) pairs that killed them (``control``: no false kill), and one
+example of every property of the domain (``hunt`` on a module, as conforming implementations
+will be judged).
 
 The zoo mutates gpu_impl, whatever ``--impl`` names: it tests the suite, not the implementation
 (on the ``--backend`` chosen). Each property runs at most the active profile's
@@ -57,3 +59,13 @@ def test_unmutated_impl_passes_every_kill(impl, name: str):
     false_kills = {r.property: r.why.split("\n")[0] for r in replays if r.killed}
     assert replays, f"the {name} zoo has no kill to replay"
     assert not false_kills, f"the unmutated gpu_impl fails the {name} zoo's kills: {false_kills}"
+
+
+@pytest.mark.parametrize("name", DOMAINS)
+def test_unmutated_impl_passes_every_property(impl, name: str):
+    """``hunt``'s conforming-implementation mode, as other implementations plug in: every property
+    of the domain, one example each, on gpu_impl as it is; nothing may fail."""
+    dom = domain(name)
+    found = hunt(dom.module, dom, budget=1, backend=impl.backend)
+    assert len(found.results) == len(dom.properties()) and all(r.ran == 1 for r in found.results)
+    assert not found.killed, f"{found.first_kill.property} fails on gpu_impl: {found.first_kill.why[:500]}"

@@ -128,4 +128,4 @@ MUTANTS: tuple[Mutant, ...] = (
            vb.logit_bias_wrong_row),
 )
 
-DOMAIN = Domain("samplers", "gpu_impl", properties, MUTANTS)
+DOMAIN = Domain("samplers", "gpu_impl", properties, MUTANTS, SCOPE)
