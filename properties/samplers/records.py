@@ -84,6 +84,19 @@ def _sigma_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
     return row, eps
 
 
+def _sigma_variants(params: Params, row: np.ndarray) -> list[Params]:
+    """The threshold max - n·std moved by ± the key's eps (n ± eps/std): a token within eps of
+    the threshold may go either way even when no token lies beyond it (two finite logits with
+    n = 2 put the threshold exactly on the smaller one), which tie expansion alone cannot see."""
+    finite = row[np.isfinite(row)]
+    std = float(finite.std()) if finite.size else 0.0
+    if params["n"] <= 0 or std == 0:
+        return [params]
+    d = _sigma_key(row, params)[1] / std
+    lower = max(params["n"] - d, 5e-324)  # n <= 0 would switch the filter off, not move its threshold
+    return [params, {**params, "n": lower}, {**params, "n": params["n"] + d}]
+
+
 def _xtc_oracle(p: Params) -> s.Sampler:
     smp = s.xtc(p["probability"], p["threshold"], p["min_keep"], 0)
     if hasattr(smp, "rng"):
@@ -290,7 +303,7 @@ RECORDS: list[SamplerRecord] = [
     SamplerRecord(
         name="top_n_sigma", kind="filter", impl_name="top_n_sigma", oracle=lambda p: s.top_n_sigma(p["n"]),
         params=lambda b, v: _dict(n=per_row(_prob((-1.0, 0.0, 0.5, 1.0, 2.0, 3.0), 0.0, 5.0), b)),
-        impl=lambda impl, x, p: impl("top_n_sigma", x, p["n"]), key=_sigma_key,
+        impl=lambda impl, x, p: impl("top_n_sigma", x, p["n"]), key=_sigma_key, variants=_sigma_variants,
         noop=({"n": 0.0}, {"n": -1.0}), monotone=(("n", +1, 1e-3),),
         allowance="tokens within 4·u32·(|max| + n·(std + |mean|)·(log2 n + 4)) of max - n·std"),
     SamplerRecord(
