@@ -1,9 +1,13 @@
 """pytest plugin: ``--impl MODULE``, ``--backend numpy|cupy``, ``--lc-results PATH``, the header
-and the "not covered" summary."""
+and the "not covered" summary; the implementation fixtures (``impl``, and its ``ops`` and
+``quants`` modules as ``oimpl`` and ``qimpl``) and ``covered()``, which turns a function the
+implementation lacks into a visible NOT COVERED skip."""
 from __future__ import annotations
 
+import importlib
 import os
 import platform
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +15,7 @@ import pytest
 
 from properties import profiles  # noqa: F401  (registers and loads the hypothesis profiles)
 from properties import recording
-from properties.backends import NOT_COVERED, cupy_device_reason, cupy_or_none, load_impl
+from properties.backends import NOT_COVERED, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -42,6 +46,41 @@ def impl(request: pytest.FixtureRequest):
         if reason:
             pytest.skip(f"--backend cupy: {reason}")
     return load_impl(request.config.getoption("--impl"), backend)
+
+
+@contextmanager
+def covered():
+    """Turn a missing impl function into a visible 'not covered' skip."""
+    try:
+        yield
+    except NotCovered as exc:
+        pytest.skip(f"NOT COVERED: {exc}")
+
+
+def submodule_impl(impl: Impl, part: str) -> Impl:
+    """The implementation's ``part`` module (``--impl gpu_impl`` -> ``gpu_impl.ops``), or a visible
+    NOT COVERED skip when the implementation has none."""
+    name = f"{impl.name}.{part}"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name not in (name, impl.name):
+            raise
+        NOT_COVERED.add(name)
+        pytest.skip(f"NOT COVERED: {impl.name} has no {part} module")
+    return load_impl(name, impl.backend, module)
+
+
+@pytest.fixture(scope="session")
+def oimpl(impl: Impl) -> Impl:
+    """The implementation's ops module: ``--impl gpu_impl`` -> ``gpu_impl.ops``."""
+    return submodule_impl(impl, "ops")
+
+
+@pytest.fixture(scope="session")
+def qimpl(impl: Impl) -> Impl:
+    """The implementation's quantization module: ``--impl gpu_impl`` -> ``gpu_impl.quants``."""
+    return submodule_impl(impl, "quants")
 
 
 _OUTCOMES: list[dict] = []

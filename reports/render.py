@@ -134,7 +134,7 @@ def table_sections(tables: dict[str, Any], worst_error: list[dict[str, Any]] | N
         out.append(("table-ops_error_u", "Op precision", ops_error_section(tables["ops_error_u"], worst_error)))
     if "cosine_lies" in tables:
         out.append(("table-cosine_lies", "Cosine lies", cosine_lies_section(tables["cosine_lies"])))
-    for name in sorted((n for n in tables if is_zoo(n)), key=lambda n: (n != "zoo", n)):
+    for name in sorted((n for n in tables if is_zoo(n)), key=lambda n: (n != "zoo_samplers", n)):
         out.append((f"table-{name}", name.replace("_", " "), zoo_section(name, tables[name], tests)))
     for name in sorted((n for n in tables if n not in SPECIAL and not is_zoo(n)), key=lambda n: (_group(n), n)):
         out.append((f"table-{name}", NAV.get(name, name.replace("_", " ")), _section(name, tables[name])))

@@ -6,10 +6,11 @@ from typing import Any
 
 from reports.tables import esc, generic, records_table
 
-ZOO_TITLES = {"zoo": "Bug zoo: sampler mutants", "quant_zoo": "Bug zoo: quantization-format mutants",
-              "ops_zoo": "Bug zoo: op mutants"}
-TEST_FILES = {"zoo": "test_zoo.py", "quant_zoo": "test_quants_zoo.py", "ops_zoo": "test_ops_zoo.py"}
-COLUMNS = ("mutant", "description", "bug", "killed", "examples_to_kill", "killed_by", "property", "dtype")
+ZOO_TITLES = {"zoo_samplers": "Bug zoo: sampler mutants", "zoo_quants": "Bug zoo: quantization-format mutants",
+              "zoo_ops": "Bug zoo: op mutants"}
+KILL_TESTS = "zoo/test_zoo.py::test_mutant_is_killed["
+"""The kill tests' node ids: ``...[<domain>-<mutant>]`` for the table ``zoo_<domain>``."""
+COLUMNS = ("mutant", "description", "killed", "examples_to_kill", "killed_by", "why", "witness")
 
 
 def is_zoo(name: str) -> bool:
@@ -37,14 +38,15 @@ def zoo_rows(value: Any) -> list[dict[str, Any]] | None:
 def from_tests(name: str, rows: list[dict[str, Any]], tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mutants whose kill test ran but left no row (a zoo may record only kills): a failed test is
     a survivor (or a false kill); a skipped one has no verdict. A passed one adds nothing."""
-    stem = TEST_FILES.get(name)
+    prefix = name[len("zoo_"):] + "-" if name.startswith("zoo_") else None
     listed = {str(r.get("mutant")) for r in rows}
     out = []
     for t in tests:
         node = str(t.get("nodeid", "")) if isinstance(t, dict) else ""
-        if not stem or f"/{stem}::" not in f"/{node}" or "mutant_is_killed[" not in node:
+        param = node.split(KILL_TESTS, 1)[1].rstrip("]") if KILL_TESTS in node else ""
+        if not prefix or not param.startswith(prefix):
             continue
-        mutant = node.rsplit("[", 1)[1].rstrip("]")
+        mutant = param[len(prefix):]
         outcome = str(t.get("outcome"))
         if mutant in listed or outcome == "passed":
             continue

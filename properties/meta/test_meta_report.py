@@ -27,12 +27,12 @@ def synthetic_results() -> dict:
                  "not_covered": ["gpu_impl.mirostat", "gpu_impl.dry"], "seed": 7, "date": "2025-01-01T00:00:00+00:00",
                  "pytest_exit": 1, "versions": {"python": "3.11", "numpy": "2.4.0"}},
         "tests": [
-            {"nodeid": "properties/test_impl_vs_oracle.py::test_impl_matches_oracle[top_k-float32]",
+            {"nodeid": "properties/samplers/test_impl_vs_oracle.py::test_impl_matches_oracle[top_k-float32]",
              "outcome": "passed", "duration": 0.5, "reason": ""},
-            {"nodeid": "properties/test_impl_vs_oracle.py::test_impl_matches_oracle[top_p-float16]",
+            {"nodeid": "properties/samplers/test_impl_vs_oracle.py::test_impl_matches_oracle[top_p-float16]",
              "outcome": "failed", "duration": 1.25,
              "reason": "AssertionError: dropped 2 token(s) " + EVIL + " " + "x" * 5000 + " TAIL-OF-TRACE"},
-            {"nodeid": "properties/test_impl_vs_oracle.py::test_impl_matches_oracle[mirostat-float32]",
+            {"nodeid": "properties/samplers/test_impl_vs_oracle.py::test_impl_matches_oracle[mirostat-float32]",
              "outcome": "skipped", "duration": 0.0, "reason": "NOT COVERED: mirostat is not implemented in gpu_impl"},
         ],
         "worst_error": [
@@ -52,14 +52,14 @@ def synthetic_results() -> dict:
                 {"first": "top_k", "second": "temp", "relation": "commute", "witness": None, "tvd": None,
                  "why": "temp keeps the order <b>"},
                 {"first": "temp", "second": "top_p", "relation": "untested", "witness": None, "tvd": None}]},
-            "zoo": [{"mutant": "topk_off_by_one", "description": "keeps k+1", "killed": True,
+            "zoo_samplers": [{"mutant": "topk_off_by_one", "description": "keeps k+1", "killed": True,
                      "examples_to_kill": 3, "killed_by": "impl_vs_oracle"},
                     {"mutant": "softmax_no_max_shift", "description": "overflows", "killed": False,
                      "examples_to_kill": None, "killed_by": ""}],
-            "quant_zoo": [{"mutant": "q4_0_wrong_scale", "killed": True, "examples_to_kill": 1,
+            "zoo_quants": [{"mutant": "q4_0_wrong_scale", "killed": True, "examples_to_kill": 1,
                            "killed_by": "dequant"}],
-            # the ops zoo records {mutant: {...}} with examples_to_kill and no "killed" field
-            "ops_zoo": {"rmsnorm_no_eps": {"bug": "rms_norm without eps", "examples_to_kill": 2,
+            # a zoo may record {mutant: {...}} with examples_to_kill and no "killed" field
+            "zoo_ops": {"rmsnorm_no_eps": {"bug": "rms_norm without eps", "examples_to_kill": 2,
                                            "property": "impl_vs_oracle[rms_norm]"}},
             "llama_cpp_findings": [{"sampler": "top_n_sigma", "finding": "FINDING-NSIGMA", "witness": EVIL}],
             "stats_gate": {"alpha": 1e-6, "trials": 2000, "false_failures": 0, "per_test": {"dist": 1e-7}},
@@ -168,7 +168,7 @@ def test_engine_matrix_grid_witnesses_and_escaping(page):
     assert "Cross-engine conformance matrix (3 pairs × 2 settings; 1 same, 3 differs, 2 n/a)" in em
     # the engine tables are drawn once, by this section, not dumped again by the generic renderer
     assert 'id="table-engine_matrix"' not in page and 'id="table-engine_matrix_max_tvd"' not in page
-    assert page.index('id="order-matrix"') < page.index('id="engine-matrix"') < page.index('id="table-zoo"')
+    assert page.index('id="order-matrix"') < page.index('id="engine-matrix"') < page.index('id="table-zoo_samplers"')
     nav = page[page.index("<nav>"):page.index("</nav>")]
     assert nav.index('href="#order-matrix"') < nav.index('href="#engine-matrix"')
     assert "<eng>" not in em and "&lt;eng&gt; has no top_k" in em and "k&lt;40&gt;" in em
@@ -204,14 +204,15 @@ def test_ops_precision_and_cosine_witness(page):
 
 def test_zoo_rows_recovered_from_tests():
     """A zoo that records only kills: a failed kill test is a survivor, an unrecorded verdict is unknown."""
-    tests = [{"nodeid": "properties/test_ops_zoo.py::test_mutant_is_killed[ghost]", "outcome": "failed",
+    tests = [{"nodeid": "properties/zoo/test_zoo.py::test_mutant_is_killed[ops-ghost]", "outcome": "failed",
               "reason": "DID NOT RAISE " + EVIL},
-             {"nodeid": "properties/test_ops_zoo.py::test_mutant_is_killed[caught]", "outcome": "passed"}]
-    page = render({"tests": tests, "tables": {"ops_zoo": {"caught": {"bug": "b", "examples_to_kill": 2},
+             {"nodeid": "properties/zoo/test_zoo.py::test_mutant_is_killed[ops-caught]", "outcome": "passed"},
+             {"nodeid": "properties/zoo/test_zoo.py::test_mutant_is_killed[quants-elsewhere]", "outcome": "failed"}]
+    page = render({"tests": tests, "tables": {"zoo_ops": {"caught": {"bug": "b", "examples_to_kill": 2},
                                                           "quiet": {"bug": "no verdict recorded"}}}})
-    zoo = section(page, "table-ops_zoo")
+    zoo = section(page, "table-zoo_ops")
     assert "1 of 3 killed, 1 SURVIVED, 1 without a recorded verdict" in zoo
-    assert "ghost" in zoo and "test failed: DID NOT RAISE &lt;script&gt;" in zoo
+    assert "ghost" in zoo and "test failed: DID NOT RAISE &lt;script&gt;" in zoo and "elsewhere" not in zoo
 
 
 def test_failure_is_prominent_and_truncated(page):
@@ -227,7 +228,7 @@ def test_plot_is_inlined(page):
 
 
 def test_odd_shapes_do_not_crash():
-    for tables in ({"order_matrix": [1, 2]}, {"zoo": {"a": 1}}, {"order_matrix": {"cells": {"a|b": "differs"}}},
+    for tables in ({"order_matrix": [1, 2]}, {"zoo_samplers": {"a": 1}}, {"order_matrix": {"cells": {"a|b": "differs"}}},
                    {"stats_gate": None}, {}, {"engine_matrix": [1, 2]}, {"engine_matrix": {"cells": [{"a": None}, 3]}},
                    {"engine_matrix_max_tvd": {"x": 3, "a vs b": {"s": "odd"}}}, {"ops_error_u": [1]},
                    {"ops_error_u": {"a": {"max_u": "x", "worst_of_bound": None}}}, {"cosine_lies": {"cosine": "abc"}},

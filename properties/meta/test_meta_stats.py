@@ -30,7 +30,7 @@ from properties import recording
 from properties.meta.perturbations import SHAPES, tvd
 from properties.profiles import current_profile
 from properties.stats import ALPHA_PER_TEST, POWER_N, GofGate, gof_counts, gof_samples
-from properties.strategies import make_logits
+from properties.samplers.strategies import make_logits
 
 SEED = 20240601
 DELTA = 0.02

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-U = 2.0**-24
-TINY = 2.0**-149  # the smallest positive float32: absolute floor for subnormal results
+# llama.cpp computes in float: u of float32, and the smallest positive float32 as the absolute
+# floor for subnormal results
+from properties.numerics import F32_MIN_SUBNORMAL as TINY, U32 as U
 
 
 def _f32_exact(x: np.ndarray) -> np.ndarray:

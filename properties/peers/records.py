@@ -15,7 +15,7 @@ from oracle import samplers as s
 from oracle.chain import SamplingParams
 from oracle.samplers.base import Sampler
 from properties.peers import llama_cpp as peer
-from properties.strategies import FAMILIES
+from properties.samplers.strategies import FAMILIES
 
 Params = dict
 

@@ -19,7 +19,7 @@ from properties.peers import llama_cpp as peer
 from properties.peers.judge import FindingDomain, Verdict, check
 from properties.peers.legal import Drift, legal_for
 from properties.peers.records import PeerRecord, peer_members
-from properties.strategies import make_logits
+from properties.samplers.strategies import make_logits
 
 P_SENTINEL = 0.5  # input p: a sampler that must leave p stale leaves exactly this
 SELF_STATE = {"mirostat", "mirostat-v2", "adaptive-p"}  # state follows their own selection

@@ -1,220 +1,212 @@
-"""Runs the suite's own property bodies against a mutant and counts examples to the first kill.
+"""One runner for every bug zoo: hunt a mutant (or any implementation module) with the property
+bodies of its domain and count the examples each needs to fail.
 
-Every property the suite runs on the mutated function takes part, in a fixed order: per record,
-impl ≡ oracle in float32, the same body on exact-mass boundary rows, impl ≡ oracle in fp16 and
-bf16, the no-op / monotone / min_keep invariants; then the softmax invariants, the distribution
-gate and the row contract (batch invariance, bad rows). The first that fails kills the mutant. Hypothesis runs
-from a fixed seed with no database and no shrinking, so "killed after n examples" is the same
-number on every run, and the unmutated control sees exactly the examples that killed each mutant. Each property stops after ``CAP`` examples (the distribution gate after
-``GOF_CAP``: one example is 100,000 dist draws), so a survivor shows up as survived, not a hang.
+API (for the zoo tests, and for anyone plugging in conforming implementations or mutants):
 
-A kill is any exception raised by the property body except ``NotCovered``: a ``PropertyFailure``
-is the property saying no; any other exception (a crash on valid input) fails the suite too.
+- ``hunt(target, domain, budget=None, backend="numpy", until_first_kill=None) -> Hunt``.
+  ``target`` is a ``Mutant`` of the domain (then only the properties whose bodies call a
+  function it replaces take part, and the hunt stops at the first kill) or an implementation
+  module or module name (then every property of the domain runs its whole budget: a conforming
+  implementation must come out with no kill). ``Hunt.results`` holds one ``Result`` per property
+  run: ``property``, ``killed``, ``examples_to_kill``, ``witness`` (the example that killed,
+  copied before the body saw it), ``why``, ``ran``.
+- ``control(hunt, backend="numpy") -> list[Result]``: exactly the (property, witness) pairs that
+  killed, replayed against the unmutated implementation (the domain's module). Any kill there is
+  a false alarm of the suite, not a catch.
+
+Counting is the same for every zoo: each property runs from a fixed seed with no database and no
+shrinking, for at most ``budget`` examples (default: the active hypothesis profile's
+``max_examples``; a property may cap itself lower where one example is expensive), and
+``examples_to_kill`` is the 1-based index of the first failing example. Any exception of the body
+except ``NotCovered`` is a kill: a ``PropertyFailure`` is the property saying no, any other
+exception is a crash on valid input, which fails the suite too.
 """
 from __future__ import annotations
 
-import functools
+import contextlib
+import copy
+import importlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from types import ModuleType
+from typing import Any, Callable, ContextManager
 
 import numpy as np
 from hypothesis import Phase, given, seed, settings, strategies as st
 
-from oracle.candidates import TokenDataArray
 from properties.backends import Impl, NotCovered
-from properties.boundaries import BOUNDARY, exact_boundary_cases
-from properties.catalogue import sampler_records
-from properties.checks import (BAD_ROWS, check_batch_invariance, check_matches_oracle, check_min_keep,
-                               check_monotone, check_noop, check_rejects_bad_row, check_softmax_invariants, fail)
-from properties.helpers import record_cases
-from properties.stats import POWER_N, gof_samples
-from properties.strategies import cases
-from properties.test_distribution import sample_impl
-from properties.zoo.mutants import MUTANTS, MUTANTS_BY_NAME, Mutant, mutant_module
 
-CAP = 200     # examples per property before a mutant counts as having survived it
-GOF_CAP = 10  # distribution-gate examples (100,000 draws each)
-GOF_MAX_VOCAB = 500  # as the CI rows of test_distribution
 # derandomize alone seeds from the source text of the search function (an edit would reshuffle
 # every count); an explicit seed keeps examples-to-kill fixed across edits of this file
 ZOO_SEED = 20260
 
 
 @dataclass(frozen=True)
-class ZooProperty:
+class Property:
+    """One property at one parameter point (record, dtype, format), as the runner runs it."""
     name: str
     uses: frozenset[str]
-    """The impl functions the body calls: a mutant of any of them is hunted by this property."""
-    draw: Callable[[int, int], st.SearchStrategy]
-    """(min_vocab, max_vocab) -> strategy of one example."""
-    body: Callable[[Impl, Any], None]
-    cap: int = CAP
+    """The implementation functions the body calls."""
+    draw: Callable[..., st.SearchStrategy]
+    """(**mutant.scope) -> a strategy of one example."""
+    body: Callable[[Impl, Any], Any]
+    max_examples: int | None = None
+    """A cap below the budget, for a property whose examples are expensive."""
 
 
-def _with(strategy: st.SearchStrategy, extra: Callable[[Any], st.SearchStrategy]) -> st.SearchStrategy:
-    return strategy.flatmap(lambda c: st.tuples(st.just(c), extra(c)))
+@dataclass(frozen=True)
+class Mutant:
+    """The domain's implementation with one known bug."""
+    name: str
+    description: str
+    replaces: frozenset[str] | None
+    """The implementation functions whose behaviour the bug changes (None: an internal helper
+    any of them may reach, so every property of the domain hunts it)."""
+    apply: Callable[[ModuleType], ContextManager[ModuleType]]
+    """The unmutated module -> a context in which the mutated module is live."""
+    scope: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the domain's draws (e.g. a vocabulary range the bug needs)."""
+
+    def __repr__(self) -> str:
+        return self.name
 
 
-def _dist_gof(impl: Impl, case) -> None:
-    """The distribution gate on row 0 of the case: POWER_N seeded uniforms through impl.dist."""
-    row = case.logits[0]
-    expected = TokenDataArray.from_logits(row.astype(np.float64)).distribution()
-    res = gof_samples(sample_impl(impl, row, POWER_N, case.seeds[0]), expected)
-    if not res.passed:
-        fail("distribution gate", "dist", case, res.describe())
+def replaced(build: Callable[[ModuleType], ModuleType]) -> Callable[[ModuleType], ContextManager[ModuleType]]:
+    """``Mutant.apply`` for a mutant built as a separate module object (nothing global changes)."""
+    return lambda base: contextlib.nullcontext(build(base))
 
 
-def _record_properties(r) -> list[ZooProperty]:
-    fn = frozenset({r.impl_name})
-    props = [ZooProperty(f"impl≡oracle[{r.name}/{d}]", fn | ({"softmax"} if r.kind == "filter" else set()),
-                         lambda lo, hi, r=r, d=d: record_cases(r, d, min_vocab=lo, max_vocab=hi),
-                         lambda impl, c, r=r: check_matches_oracle(impl, r, c)) for d in r.dtypes]
-    if r.name in BOUNDARY:  # right after the float32 judgement: the same body on exact masses
-        props.insert(1, ZooProperty(f"exact_boundary[{r.name}]", fn | {"softmax"},
-                                    lambda lo, hi, r=r: exact_boundary_cases(r, "float32", max_vocab=hi),
-                                    lambda impl, c, r=r: check_matches_oracle(impl, r, c)))
-    if r.noop:
-        props.append(ZooProperty(f"noop[{r.name}]", fn, lambda lo, hi, r=r: st.tuples(
-            cases(min_vocab=lo, max_vocab=hi), st.sampled_from(r.noop)),
-            lambda impl, e, r=r: check_noop(impl, r, *e)))
-    if r.kind == "filter" and r.monotone:
-        param = r.monotone[0][0]
-        props.append(ZooProperty(f"monotone[{r.name}]", fn, lambda lo, hi, r=r, param=param: _with(
-            record_cases(r, "float32", min_vocab=lo, max_vocab=hi),
-            lambda c: r.params(c.batch, c.vocab).map(lambda p: p[param])),
-            lambda impl, e, r=r: check_monotone(impl, r, *e)))
-    if r.kind == "filter":
-        props.append(ZooProperty(f"min_keep[{r.name}]", fn,
-                                 lambda lo, hi, r=r: record_cases(r, "float32", min_vocab=lo, max_vocab=hi),
-                                 lambda impl, c, r=r: check_min_keep(impl, r, c)))
-    return props
-
-
-def _row_contract(r) -> list[ZooProperty]:
-    fn = frozenset({r.impl_name})
-    return [
-        ZooProperty(f"batch_invariance[{r.name}]", fn,
-                    lambda lo, hi, r=r: record_cases(r, "float32", min_vocab=lo, max_vocab=hi),
-                    lambda impl, c, r=r: check_batch_invariance(impl, r, c)),
-        ZooProperty(f"bad_row[{r.name}]", fn, lambda lo, hi, r=r: _with(
-            record_cases(r, "float32", min_vocab=lo, max_vocab=hi),
-            lambda c: st.tuples(st.integers(0, c.batch - 1), st.integers(0, c.vocab - 1), st.sampled_from(BAD_ROWS))),
-            lambda impl, e, r=r: check_rejects_bad_row(impl, r, e[0], *e[1])),
-    ]
-
-
-def suite_properties() -> list[ZooProperty]:
-    """The suite's sampler properties, in the zoo's fixed order (see the module docstring)."""
-    records = sampler_records(impl_only=True)
-    props = [p for r in records for p in _record_properties(r)]
-    props.append(ZooProperty("softmax_invariants", frozenset({"softmax"}), lambda lo, hi: st.tuples(
-        cases(dtypes=("float32", "float16", "bfloat16"), min_vocab=lo, max_vocab=hi), st.integers(-256, 256)),
-        lambda impl, e: check_softmax_invariants(impl, *e)))
-    props.append(ZooProperty("distribution_gate[dist]", frozenset({"dist"}), lambda lo, hi: cases(
-        dtypes=("float32", "float16", "bfloat16"), min_vocab=min(lo, GOF_MAX_VOCAB),
-        max_vocab=max(min(hi, GOF_MAX_VOCAB), lo)), _dist_gof, cap=GOF_CAP))
-    props += [p for r in records for p in _row_contract(r)]
-    return props
-
-
-PROPERTIES = suite_properties()
-
-
-def relevant(mutant: Mutant) -> list[ZooProperty]:
-    return [p for p in PROPERTIES if mutant.replaces in p.uses]
-
-
-class _Enough(Exception):
-    """Raised (not a failure) once a replay has executed the examples it was asked for."""
+@dataclass(frozen=True)
+class Domain:
+    name: str
+    module: str
+    """The implementation module the mutants change (the zoo tests the suite, not --impl)."""
+    properties: Callable[[], list[Property]]
+    """Every property of the domain, in the order a hunt runs them."""
+    mutants: tuple[Mutant, ...]
+    scope: dict[str, Any] = field(default_factory=dict)
+    """The draws' bounds when the target is a module, not a mutant."""
 
 
 @dataclass
-class Outcome:
-    """One property run: examples executed, and the first failure (1-based) with its message."""
+class Result:
+    property: str
     ran: int = 0
-    killed_at: int | None = None
+    killed: bool = False
+    examples_to_kill: int | None = None
+    witness: Any = field(default=None, repr=False)
     why: str = ""
-    error: BaseException | None = field(default=None, repr=False)
+    prop: Property | None = field(default=None, repr=False)
 
 
-def run_property(prop: ZooProperty, impl: Impl, vocab: tuple[int, int], stop_after: int | None = None) -> Outcome:
-    """Run ``prop`` on ``impl`` for up to ``prop.cap`` examples (bodies executed for the first
-    ``stop_after`` only: the control replays exactly the examples a mutant saw)."""
-    out = Outcome()
-    limit = prop.cap if stop_after is None else min(stop_after, prop.cap)
+@dataclass
+class Hunt:
+    target: str
+    domain: str
+    budget: int
+    results: list[Result] = field(default_factory=list)
+
+    @property
+    def first_kill(self) -> Result | None:
+        return next((r for r in self.results if r.killed), None)
+
+    @property
+    def killed(self) -> bool:
+        return self.first_kill is not None
+
+
+class _Enough(Exception):
+    """Raised (not a failure) once a property has run the examples it was given."""
+
+
+def default_budget() -> int:
+    """The active hypothesis profile's examples per property."""
+    return settings().max_examples
+
+
+def run_property(prop: Property, impl: Impl, budget: int, scope: dict[str, Any] | None = None) -> Result:
+    """Run ``prop`` on ``impl`` until its first failure or ``budget`` examples (fewer if the
+    property caps itself)."""
+    out = Result(prop.name, prop=prop)
+    limit = min(budget, prop.max_examples or budget)
+    error: list[BaseException] = []
 
     @seed(ZOO_SEED)
-    @settings(max_examples=prop.cap, derandomize=True, database=None, deadline=None,
+    @settings(max_examples=limit, derandomize=True, database=None, deadline=None,
               phases=(Phase.explicit, Phase.generate), report_multiple_bugs=False)
-    @given(example=prop.draw(*vocab))
+    @given(example=prop.draw(**(scope or {})))
     def search(example):
-        if out.error is not None:  # hypothesis replays the failing example once
-            raise out.error
+        if error:  # hypothesis replays the failing example once
+            raise error[0]
         if out.ran >= limit:
-            raise _Enough  # ends generation: the examples before this one are all that count
+            raise _Enough
         out.ran += 1
+        witness = copy.deepcopy(example)  # the body may write into its arguments
         try:
-            prop.body(impl, example)
+            with np.errstate(all="ignore"):  # mutants overflow by design; the property judges
+                prop.body(impl, example)
         except NotCovered:
             raise
-        except Exception as exc:  # PropertyFailure, or a crash on valid input: the suite fails
-            out.killed_at = out.ran
+        except Exception as exc:
             kind = "" if isinstance(exc, AssertionError) else f"{type(exc).__name__}: "
-            out.why, out.error = (kind + str(exc)).strip(), exc
+            out.killed, out.examples_to_kill, out.witness = True, out.ran, witness
+            out.why = (kind + str(exc)).strip()
+            error.append(exc)
             raise
 
     try:
         search()
     except NotCovered:
-        return Outcome()
+        return Result(prop.name, prop=prop)
     except _Enough:
-        return out
+        pass
     except Exception:
-        if out.killed_at is None:  # hypothesis itself failed (health check, strategy error)
+        if not out.killed:  # hypothesis itself failed (health check, strategy error)
             raise
     return out
 
 
-@dataclass
-class Kill:
-    mutant: str
-    examples: int | None
-    prop: str | None
-    why: str = ""
-    tried: dict[str, int] = field(default_factory=dict)
-    """Property name -> examples executed on this mutant (the control replays these)."""
+def _module(target: ModuleType | str) -> ModuleType:
+    return importlib.import_module(target) if isinstance(target, str) else target
 
 
-@functools.cache
-def hunt(name: str, backend: str = "numpy") -> Kill:
-    """Run the relevant properties in suite order until one kills mutant ``name``."""
-    mutant = MUTANTS_BY_NAME[name]
-    impl = Impl(mutant_module(name), backend)
-    kill = Kill(name, None, None)
-    for prop in relevant(mutant):
-        res = run_property(prop, impl, (mutant.min_vocab, mutant.max_vocab))
-        kill.tried[prop.name] = res.ran
-        if res.killed_at is not None:
-            kill.examples, kill.prop, kill.why = res.killed_at, prop.name, res.why
-            break
-    return kill
+def hunt(target: Mutant | ModuleType | str, domain: Domain, budget: int | None = None, backend: str = "numpy",
+         until_first_kill: bool | None = None, scope: dict[str, Any] | None = None) -> Hunt:
+    """Run the domain's properties against ``target`` (see the module docstring); ``scope``
+    overrides the draws' bounds (default: the mutant's own, or the domain's)."""
+    budget = budget or default_budget()
+    is_mutant = isinstance(target, Mutant)
+    stop = is_mutant if until_first_kill is None else until_first_kill
+    props = domain.properties()
+    if is_mutant and target.replaces is not None:
+        props = [p for p in props if p.uses & target.replaces]
+    context = target.apply(_module(domain.module)) if is_mutant else contextlib.nullcontext(_module(target))
+    name = target.name if is_mutant else getattr(target, "__name__", str(target))
+    out = Hunt(name, domain.name, budget)
+    with context as module:
+        impl = Impl(module, backend)
+        for prop in props:
+            out.results.append(run_property(prop, impl, budget, scope if scope is not None else
+                                            target.scope if is_mutant else domain.scope))
+            if stop and out.results[-1].killed:
+                break
+    return out
 
 
-def examples_to_kill(mutant: Mutant | str, backend: str = "numpy") -> tuple[int | None, str | None]:
-    """(examples until the first failure, the property that failed); (None, None) if it survived."""
-    k = hunt(mutant if isinstance(mutant, str) else mutant.name, backend)
-    return k.examples, k.prop
-
-
-def control(backend: str = "numpy") -> dict[str, Outcome]:
-    """The unmutated impl through every (property, vocab range) the mutants ran, for as many
-    examples as any mutant ran there. Any kill here is a false kill by the suite."""
-    plan: dict[tuple[str, tuple[int, int]], int] = {}
-    for m in MUTANTS:
-        for prop_name, ran in hunt(m.name, backend).tried.items():
-            key = (prop_name, (m.min_vocab, m.max_vocab))
-            plan[key] = max(plan.get(key, 0), ran)
-    by_name = {p.name: p for p in PROPERTIES}
-    impl = Impl(mutant_module("none"), backend)
-    return {f"{name} vocab {lo}..{hi}": run_property(by_name[name], impl, (lo, hi), stop_after=n)
-            for (name, (lo, hi)), n in plan.items()}
+def control(found: Hunt | list[Hunt], domain: Domain, backend: str = "numpy") -> list[Result]:
+    """Replay every (property, witness) pair that killed against the unmutated implementation;
+    the results that kill again are false alarms."""
+    impl = Impl(_module(domain.module), backend)
+    out = []
+    for h in (found if isinstance(found, list) else [found]):
+        for r in h.results:
+            if not r.killed:
+                continue
+            res = Result(f"{h.target}: {r.property}", ran=1, prop=r.prop)
+            try:
+                r.prop.body(impl, copy.deepcopy(r.witness))
+            except NotCovered:
+                pass
+            except Exception as exc:
+                res.killed, res.examples_to_kill, res.witness, res.why = True, 1, r.witness, str(exc).strip()
+            out.append(res)
+    return out

@@ -1,0 +1,272 @@
+"""Engine variants as parameters of sampler records: ``engine_records(engine)`` builds, for one
+engine, a ``SamplerRecord`` per stage whose oracle is that engine's float64 variant
+(``oracle.engines``) and whose impl is the matching fixed-shape function (``gpu_impl.engines``).
+The generic property bodies (impl ≡ oracle, no-op, monotone, min_keep) then run unchanged.
+
+Boundary allowances (float32 impl against the float64 variant), stated per record:
+- mass thresholds (top_p): p ± (2k + log2 n + 8)·u32, ties at the boundary interchangeable;
+- probability-ratio thresholds (min_p, epsilon, eta): the threshold moved by a factor
+  exp(±4·u32·(spread + log2 n + 8)), spread = max - min finite logit (fp32 exp of x - max is
+  relative-accurate to u·|x - max|, the sum to log2 n·u); eta adds the entropy's error the same way;
+- typical: top_p's mass allowance plus llama.cpp typical's score allowance (same quantity);
+- selections: tokens whose race / Gumbel score is within the score's fp32 rounding of the best.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+from hypothesis import strategies as st
+
+from oracle.candidates import TokenDataArray
+from oracle.engines import mistralrs as o_mistralrs
+from oracle.engines import transformers as o_hf
+from oracle.engines import vllm as o_vllm
+from oracle.engines.settings import Settings
+from oracle.samplers.base import Empty, Sampler
+from properties.backends import Impl, NotCovered
+from properties.engines.selections import Gumbel, Race, gumbel_legal, race_legal, ratio_eps, uniform_rows
+from properties.samplers.record import Params, SamplerRecord
+from properties.samplers.records import _dict, _logit_key, _prob, _typical_key
+from properties.numerics import mass_allowance
+from properties.samplers.strategies import per_row
+
+ENGINE_NAMES = ("transformers", "vllm", "mistral.rs", "candle")
+_SUB: dict[tuple[str, str], Impl] = {}
+
+
+def engines_impl(impl: Impl) -> Impl:
+    """The ``<impl>.engines`` module on the same backend (NotCovered if the impl has none)."""
+    key = (impl.name, impl.backend)
+    if key not in _SUB:
+        import importlib
+        try:
+            module = importlib.import_module(f"{impl.name}.engines")
+        except ImportError as exc:
+            raise NotCovered(f"{impl.name}.engines is missing ({exc})") from exc
+        _SUB[key] = Impl(module, impl.backend)
+    return _SUB[key]
+
+
+class Dense(Sampler):
+    """An engine stage over the dense vocab row, as an oracle ``Sampler`` (-inf = removed)."""
+
+    def __init__(self, name: str, fn: Callable[[np.ndarray], np.ndarray]) -> None:
+        self.name, self.fn = name, fn
+
+    def apply(self, cur: TokenDataArray) -> None:
+        dense = cur.dense_logits(cur.n_vocab or None)
+        cur.logits = self.fn(dense)[cur.ids]
+        cur.sorted = False
+
+
+def _stage(name: str, neutral: Callable[[Params], bool], fn: Callable[[np.ndarray, Params], np.ndarray]):
+    return lambda p: Empty(name) if neutral(p) else Dense(name, lambda row: fn(row, p))
+
+
+def _scaled(name: str, lo: float = 0.0, hi: float = 1.0):
+    def variants(params: Params, row: np.ndarray) -> list[Params]:
+        e = math.exp(ratio_eps(row, 2 * math.log(max(row.size, 2))))
+        v = params[name]
+        return [params, {**params, name: min(max(v * e, lo), hi)}, {**params, name: min(max(v / e, lo), hi)}]
+    return variants
+
+
+def _mass(name: str, record: Callable[[], SamplerRecord], lo: float = 0.0, hi: float = 1.0):
+    def variants(params: Params, row: np.ndarray) -> list[Params]:
+        k = int(record().oracle_kept(row, params).sum())
+        d = mass_allowance(k, int(np.isfinite(row).sum()))
+        v = params[name]
+        return [params, {**params, name: max(v - d, lo)}, {**params, name: min(v + d, hi)}]
+    return variants
+
+
+def _history(batch: int, vocab: int, max_len: int = 12) -> st.SearchStrategy[np.ndarray]:
+    return st.integers(0, max_len).flatmap(lambda h: st.lists(
+        st.lists(st.integers(-1, vocab - 1), min_size=h, max_size=h), min_size=batch, max_size=batch)
+        .map(lambda x: np.asarray(x, dtype=np.int64).reshape(batch, h)))
+
+
+def _ids(h: Any) -> tuple[int, ...]:
+    return tuple(int(t) for t in np.asarray(h).ravel() if t >= 0)
+
+
+def _mk(b: int) -> st.SearchStrategy[np.ndarray]:
+    return per_row(st.sampled_from([1, 1, 2, 3]), b, np.int64)
+
+
+def _hf_records() -> list[SamplerRecord]:
+    by: dict[str, SamplerRecord] = {}
+
+    def hf(stage, kind, params, impl, neutral, fn, **kw) -> SamplerRecord:
+        rec = SamplerRecord(name=f"transformers.{stage}", kind=kind, impl_name=f"hf_{stage}",
+                            oracle=_stage(f"hf-{stage}", neutral, fn), params=params, impl=impl,
+                            tags=frozenset({"engine:transformers"}), **kw)
+        by[stage] = rec
+        return rec
+
+    return [
+        hf("temperature", "transform", lambda b, v: _dict(t=per_row(_prob((1.0, 0.8, 2.0), 0.05, 4.0), b)),
+           lambda i, x, p: engines_impl(i)("hf_temperature", x, p["t"]), lambda p: False,
+           lambda r, p: o_hf.temperature(r, p["t"]), transform_bound_u=lambda r, p: np.full(r.size, 2.0),
+           allowance="2 u per logit: t rounded to fp32, one rounding of l / t"),
+        hf("repetition_penalty", "transform",
+           lambda b, v: _dict(history=_history(b, v), r=per_row(_prob((1.0, 1.1, 0.5), 0.2, 3.0), b)),
+           lambda i, x, p: engines_impl(i)("hf_repetition_penalty", x, p["history"], p["r"]),
+           lambda p: False, lambda r, p: o_hf.repetition_penalty(r, _ids(p["history"]), p["r"]),
+           transform_bound_u=lambda r, p: np.full(r.size, 2.0),
+           allowance="2 u per logit: r rounded to fp32, one rounding of l·r or l/r; prompt + output, no window"),
+        hf("top_k", "filter",
+           lambda b, v: _dict(k=per_row(st.one_of(st.sampled_from([1, 2, 40, v]), st.integers(1, max(v, 1))), b, np.int64),
+                              min_keep=_mk(b)),
+           lambda i, x, p: engines_impl(i)("hf_top_k", x, p["k"], p["min_keep"]), lambda p: False,
+           lambda r, p: o_hf.top_k(r, p["k"], p["min_keep"]), monotone=(("k", +1, 1),), min_keep=True,
+           allowance="none: every token tied with the k-th logit is kept (exact comparisons of fp32 inputs)"),
+        hf("top_p", "filter",
+           lambda b, v: _dict(p=per_row(_prob((0.0, 0.5, 0.9, 0.95, 1.0), 0.0, 1.0), b), min_keep=_mk(b)),
+           lambda i, x, p: engines_impl(i)("hf_top_p", x, p["p"], p["min_keep"]), lambda p: p["p"] >= 1.0,
+           lambda r, p: o_hf.top_p(r, p["p"], p["min_keep"]), variants=_mass("p", lambda: by["top_p"]),
+           key=_logit_key, noop=({"p": 1.0, "min_keep": 1},), monotone=(("p", +1, 0.0),), min_keep=True,
+           allowance="p ± (2k + log2 n + 8)·u32; equal logits at the boundary interchangeable (torch.sort is unstable)"),
+        hf("min_p", "filter",
+           lambda b, v: _dict(p=per_row(_prob((0.0, 0.05, 0.1, 0.5, 1.0), 0.0, 1.0), b), min_keep=_mk(b)),
+           lambda i, x, p: engines_impl(i)("hf_min_p", x, p["p"], p["min_keep"]), lambda p: p["p"] <= 0.0,
+           lambda r, p: o_hf.min_p(r, p["p"], p["min_keep"]), variants=_scaled("p"), key=_logit_key,
+           noop=({"p": 0.0, "min_keep": 1},), monotone=(("p", -1, 0.0),), min_keep=True,
+           allowance="threshold min_p·p_max moved by exp(±4·u32·(spread + log2 n + 8 + 2 ln n))"),
+        hf("typical", "filter",
+           lambda b, v: _dict(p=per_row(_prob((0.2, 0.5, 0.9, 0.95), 0.01, 0.99), b), min_keep=_mk(b)),
+           lambda i, x, p: engines_impl(i)("hf_typical", x, p["p"], p["min_keep"]), lambda p: False,
+           lambda r, p: o_hf.typical(r, p["p"], p["min_keep"]), variants=_mass("p", lambda: by["typical"], 1e-12, 1 - 1e-12),
+           key=_typical_key, monotone=(("p", +1, 0.01),), min_keep=True,
+           allowance="mass ± (2k + log2 n + 8)·u32 and scores |-ln p - H| within 4·u32·(max|ln p| + H + log2 n + 8)"),
+        hf("epsilon", "filter",
+           lambda b, v: _dict(eps=per_row(_prob((1e-4, 3e-4, 0.01, 0.1), 1e-5, 0.5), b), min_keep=_mk(b)),
+           lambda i, x, p: engines_impl(i)("hf_epsilon", x, p["eps"], p["min_keep"]), lambda p: False,
+           lambda r, p: o_hf.epsilon(r, p["eps"], p["min_keep"]), variants=_scaled("eps", 1e-300, 1 - 1e-12),
+           key=_logit_key, monotone=(("eps", -1, 1e-5),), min_keep=True,
+           allowance="threshold eps moved by exp(±4·u32·(spread + log2 n + 8 + 2 ln n)) relative to p"),
+        hf("eta", "filter",
+           lambda b, v: _dict(eps=per_row(_prob((3e-4, 2e-3, 0.01, 0.1), 1e-5, 0.5), b), min_keep=_mk(b)),
+           lambda i, x, p: engines_impl(i)("hf_eta", x, p["eps"], p["min_keep"]), lambda p: False,
+           lambda r, p: o_hf.eta(r, p["eps"], p["min_keep"]), variants=_scaled("eps", 1e-300, 1 - 1e-12),
+           key=_logit_key, monotone=(("eps", -1, 1e-5),), min_keep=True,
+           allowance="as epsilon; the cut exp(-H) carries H's fp32 error, included in the 2 ln n term"),
+    ]
+
+
+def _vllm_records() -> list[SamplerRecord]:
+    by: dict[str, SamplerRecord] = {}
+
+    def topkp_variants(params: Params, row: np.ndarray) -> list[Params]:
+        return _mass("p", lambda: by["tkp"])(params, row)
+
+    def pen_bound(row: np.ndarray, p: Params) -> np.ndarray:
+        c_out = np.bincount(np.asarray(_ids(p["output"]), dtype=np.int64), minlength=row.size)[: row.size]
+        seen = (c_out + np.bincount(np.asarray(_ids(p["prompt"]), dtype=np.int64), minlength=row.size)[: row.size]) > 0
+        scaled = np.where(seen, np.maximum(np.abs(row) * p["r"], np.abs(row) / p["r"]), np.abs(row))
+        exact = o_vllm.penalties(row, _ids(p["prompt"]), _ids(p["output"]), p["r"], p["f"], p["pr"])
+        terms = scaled + c_out * abs(p["f"]) + (c_out > 0) * abs(p["pr"])
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = terms / np.maximum(np.abs(exact), np.finfo(np.float32).tiny)
+        return np.where(np.isfinite(ratio), 4 * ratio, 0.0) + 2
+
+    tkp = SamplerRecord(
+        name="vllm.top_k_top_p", kind="filter", impl_name="vllm_top_k_top_p",
+        oracle=_stage("vllm-top-k-top-p", lambda p: not (0 < p["k"] < p["n_vocab"]) and p["p"] >= 1,
+                      lambda r, p: o_vllm.top_k_top_p(r, p["k"], p["p"])),
+        params=lambda b, v: _dict(k=per_row(st.sampled_from([-1, 0, 1, 2, 40, v]), b, np.int64),
+                                  p=per_row(_prob((0.5, 0.9, 0.95, 1.0), 0.0, 1.0), b)),
+        impl=lambda i, x, p: engines_impl(i)("vllm_top_k_top_p", x, p["k"], p["p"]),
+        variants=topkp_variants, key=_logit_key, noop=({"k": -1, "p": 1.0}, {"k": 0, "p": 1.0}),
+        tags=frozenset({"engine:vllm"}),
+        allowance="top_k exact (ties kept); top_p mass ± (2k + log2 n + 8)·u32, boundary ties interchangeable")
+    by["tkp"] = tkp
+    return [
+        tkp,
+        SamplerRecord(
+            name="vllm.min_p", kind="filter", impl_name="vllm_min_p",
+            oracle=_stage("vllm-min-p", lambda p: p["p"] <= 0, lambda r, p: o_vllm.min_p(r, p["p"])),
+            params=lambda b, v: _dict(p=per_row(_prob((0.0, 0.05, 0.1, 0.5, 1.0), 0.0, 1.0), b)),
+            impl=lambda i, x, p: engines_impl(i)("vllm_min_p", x, p["p"]), variants=_scaled("p"),
+            key=_logit_key, noop=({"p": 0.0},), monotone=(("p", -1, 0.0),), tags=frozenset({"engine:vllm"}),
+            allowance="as transformers.min_p; no min_tokens_to_keep"),
+        SamplerRecord(
+            name="vllm.penalties", kind="transform", impl_name="vllm_penalties",
+            oracle=_stage("vllm-penalties", lambda p: False,
+                          lambda r, p: o_vllm.penalties(r, _ids(p["prompt"]), _ids(p["output"]), p["r"], p["f"], p["pr"])),
+            params=lambda b, v: _dict(prompt=_history(b, v), output=_history(b, v),
+                                      r=per_row(_prob((1.0, 1.1, 0.5), 0.2, 3.0), b),
+                                      f=per_row(_prob((0.0, 0.5, -1.0), -2.0, 2.0), b),
+                                      pr=per_row(_prob((0.0, 0.25), -2.0, 2.0), b)),
+            impl=lambda i, x, p: engines_impl(i)("vllm_penalties", x, p["prompt"], p["output"], p["r"], p["f"], p["pr"]),
+            transform_bound_u=pen_bound, tags=frozenset({"engine:vllm"}),
+            allowance="4 u of (|l|·max(r, 1/r) + c·|f| + |pr|) relative to the result, + 2 u for the fp32 parameters"),
+        SamplerRecord(
+            name="vllm.race", kind="select", impl_name="vllm_sample",
+            oracle=lambda p: Race(p["u"]), params=lambda b, v: _dict(u=uniform_rows(b, v)),
+            impl=lambda i, x, p: engines_impl(i)("vllm_sample", x, p["u"]), legal=race_legal,
+            tags=frozenset({"engine:vllm"}),
+            allowance="tokens whose p/q is within a factor 1 ± 4·u32·(spread + log2 n + 8) of the best"),
+    ]
+
+
+def _candle_records() -> list[SamplerRecord]:
+    return [
+        SamplerRecord(
+            name="candle.gumbel", kind="select", impl_name="candle_sample",
+            oracle=lambda p: Gumbel(p["t"], p["u"]),
+            params=lambda b, v: _dict(t=per_row(_prob((1.0, 0.8, 0.0, 2.0), 0.05, 4.0), b), u=uniform_rows(b, v)),
+            impl=lambda i, x, p: engines_impl(i)("candle_sample", x, p["t"], p["u"]), legal=gumbel_legal,
+            tags=frozenset({"engine:candle"}),
+            allowance="tokens whose l + T·g is within 8·u32·(max|l| + T·(max|g| + 1000)) of the best: U is rounded "
+                      "to fp32 near 0.999, where dg/dU ≈ 1000"),
+    ]
+
+
+def _mistralrs_records() -> list[SamplerRecord]:
+    by: dict[str, SamplerRecord] = {}
+
+    def variants(params: Params, row: np.ndarray) -> list[Params]:
+        k = int(by["t"].oracle_kept(row, params).sum())
+        d = mass_allowance(k, int(np.isfinite(row).sum()))
+        e = math.exp(ratio_eps(row))
+        return [params, {**params, "p": params["p"] - d, "m": min(params["m"] * e, 1.0)},
+                {**params, "p": params["p"] + d, "m": params["m"] / e}]
+
+    def fn(r: np.ndarray, p: Params) -> np.ndarray:
+        w = o_mistralrs.weights(r, Settings(top_k=p["k"], top_p=p["p"], min_p=p["m"]))
+        return np.where(w > 0, r, -np.inf)
+
+    def impl(i: Impl, x: np.ndarray, p: Params) -> np.ndarray:
+        B = x.shape[0]
+        w = engines_impl(i)("mistralrs_weights", x, np.full((B, 1), -1), 1.0, 0.0, 0.0, 1.0, p["k"], p["p"], p["m"])
+        return np.where(w > 0, x.astype(np.float32), np.float32(-np.inf))
+
+    rec = SamplerRecord(
+        name="mistral.rs.truncate", kind="filter", impl_name="mistralrs_weights",
+        oracle=_stage("mistralrs-truncate", lambda p: p["k"] <= 0 and not 0 < p["p"] < 1 and not 0 < p["m"] < 1, fn),
+        params=lambda b, v: _dict(k=per_row(st.sampled_from([0, 1, 2, 40, v]), b, np.int64),
+                                  p=per_row(_prob((0.5, 0.9, 0.95, 1.0), 0.0, 1.0), b),
+                                  m=per_row(_prob((0.0, 0.05, 0.1), 0.0, 0.9), b)),
+        impl=impl, variants=variants, key=lambda r, p: (r, ratio_eps(r)), tags=frozenset({"engine:mistral.rs"}),
+        allowance="at T = 1: tokens are ranked by fp32 probability, so logits within 4·u32·(spread + log2 n + 8) "
+                  "are interchangeable; top_p on un-renormalised mass "
+                  "± (2k + log2 n + 8)·u32, min_p threshold as transformers.min_p (equality removed)")
+    by["t"] = rec
+    return [rec]
+
+
+_BUILD = {"transformers": _hf_records, "vllm": _vllm_records, "mistral.rs": _mistralrs_records,
+          "candle": _candle_records}
+
+
+def engine_records(engine: str) -> list[SamplerRecord]:
+    """The records of one engine variant (llama.cpp's are the catalogue's own)."""
+    if engine not in _BUILD:
+        raise ValueError(f"no engine records for {engine!r}; known: {sorted(_BUILD)}")
+    return _BUILD[engine]()
+
+
+ENGINE_RECORDS: list[SamplerRecord] = [r for e in ENGINE_NAMES for r in engine_records(e)]

@@ -1,0 +1,110 @@
+"""The house's walls, read from the source (AST, nothing imported): the spec, the implementation
+and the judge stay independent, and tests are run by pytest, never used as a library.
+
+- ``oracle`` imports neither ``gpu_impl`` nor ``properties`` (the spec cannot lean on what it judges);
+- ``gpu_impl`` imports neither ``oracle`` nor ``properties`` (the implementation cannot copy the answer);
+- no module imports a test module (``test_*.py``): not product code (``reports``, ``fixtures``),
+  not the judge's library modules, not another test; and no test module calls its own tests;
+- only the zoo imports ``properties.zoo`` (the zoo judges the suite; the suite does not depend on it).
+
+A failure names each offending import with its file and line.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("oracle", "gpu_impl", "properties", "fixtures", "reports")
+FORBIDDEN = {"oracle": ("gpu_impl", "properties"), "gpu_impl": ("oracle", "properties")}
+
+
+def module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path, root: Path) -> list[tuple[int, str]]:
+    """(line, dotted name) of every import in ``path``; ``from a import b`` yields a.b, so a
+    module imported by name from its package is seen too. Relative imports are resolved."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = module_name(path, root).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            out += [(node.lineno, base)] + [(node.lineno, f"{base}.{a.name}") for a in node.names]
+    return out
+
+
+def is_test_module(name: str) -> bool:
+    return name.rsplit(".", 1)[-1].startswith("test_")
+
+
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def violations(root: Path) -> dict[str, list[str]]:
+    """Rule name -> offending imports, as 'path:line imports name'."""
+    found: dict[str, list[str]] = {"spec and implementation independent": [], "no test module imported": [],
+                                   "no test called as a function": [], "only the zoo imports the zoo": []}
+    for pkg in PACKAGES:
+        for path in sorted((root / pkg).rglob("*.py")):
+            mod, where = module_name(path, root), path.relative_to(root)
+            for line, name in imports(path, root):
+                top = name.split(".")[0]
+                if top in FORBIDDEN.get(pkg, ()):
+                    found["spec and implementation independent"].append(f"{where}:{line} imports {name}")
+                if is_test_module(name) and (root / Path(*name.split("."))).with_suffix(".py").exists():
+                    found["no test module imported"].append(f"{where}:{line} imports {name}")
+                if within(name, "properties.zoo") and not within(mod, "properties.zoo"):
+                    found["only the zoo imports the zoo"].append(f"{where}:{line} imports {name}")
+            if is_test_module(mod):
+                tree = ast.parse(path.read_text())
+                tests = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
+                for node in ast.walk(tree):
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in tests:
+                        found["no test called as a function"].append(f"{where}:{node.lineno} calls {node.func.id}")
+    return found
+
+
+RULES = sorted(violations(ROOT))
+
+
+@pytest.mark.parametrize("rule", RULES)
+def test_import_rule(rule):
+    bad = violations(ROOT)[rule]
+    assert not bad, f"{rule}: " + "; ".join(bad)
+
+
+def test_rules_catch_a_planted_violation(tmp_path):
+    """The checker can fail: a small tree breaking every rule is reported line by line."""
+    files = {
+        "oracle/__init__.py": "", "oracle/spec.py": "import numpy\nfrom gpu_impl import softmax\n",
+        "gpu_impl/__init__.py": "from .kernels import k\nfrom oracle.spec import x\n", "gpu_impl/kernels.py": "",
+        "properties/__init__.py": "", "properties/test_a.py": "def test_a():\n    pass\n\n\ndef f():\n    test_a()\n",
+        "properties/lib.py": "from properties import test_a\nimport properties.zoo.runner\n",
+        "properties/zoo/__init__.py": "", "properties/zoo/runner.py": "from properties.lib import x\n",
+        "fixtures/__init__.py": "", "reports/__init__.py": "from properties.test_a import test_a\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = violations(tmp_path)
+    assert found["spec and implementation independent"] == ["oracle/spec.py:2 imports gpu_impl",
+                                                             "oracle/spec.py:2 imports gpu_impl.softmax",
+                                                             "gpu_impl/__init__.py:2 imports oracle.spec",
+                                                             "gpu_impl/__init__.py:2 imports oracle.spec.x"]
+    assert found["no test module imported"] == ["properties/lib.py:1 imports properties.test_a",
+                                                "reports/__init__.py:1 imports properties.test_a"]
+    assert found["only the zoo imports the zoo"] == ["properties/lib.py:2 imports properties.zoo.runner"]
+    assert found["no test called as a function"] == ["properties/test_a.py:6 calls test_a"]

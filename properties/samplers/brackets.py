@@ -1,0 +1,41 @@
+"""May/must brackets: a filter's survivor set is judged against the oracle at the extreme legal
+parameters (``SamplerRecord.variants``), not against one exact answer. Where fp32 rounding or a
+tie lets a token go either way, it is in ``may`` but not in ``must``; the implementation must keep
+every ``must`` token and nothing outside ``may``."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def bracket(sets: list[np.ndarray], key: np.ndarray | None, eps: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(must, may) survivor masks from oracle runs at the extreme legal parameters.
+
+    ``must`` = kept by every run, minus tokens within ``eps`` of some token outside it (a tie or
+    near-tie may resolve either way); ``may`` = kept by some run, plus tokens within ``eps`` of the
+    weakest token inside it. ``key`` is the value the filter ranks by (None: no tie expansion).
+    """
+    must = np.logical_and.reduce(sets)
+    may = np.logical_or.reduce(sets)
+    if key is None:
+        return must, may
+    finite = np.isfinite(key)
+    outside = finite & ~must
+    if outside.any() and must.any():
+        must = must & (key > key[outside].max() + eps)
+    if may.any():
+        may = may | (finite & (key >= key[may].min() - eps))
+    return must, may
+
+
+def describe_set_violation(kept: np.ndarray, must: np.ndarray, may: np.ndarray) -> str | None:
+    """None if must ⊆ kept ⊆ may, else which tokens break it."""
+    missing = np.flatnonzero(must & ~kept)
+    extra = np.flatnonzero(kept & ~may)
+    if missing.size == 0 and extra.size == 0:
+        return None
+    parts = []
+    if missing.size:
+        parts.append(f"dropped {missing.size} token(s) the oracle must keep, e.g. ids {missing[:6].tolist()}")
+    if extra.size:
+        parts.append(f"kept {extra.size} token(s) the oracle may not keep, e.g. ids {extra[:6].tolist()}")
+    return "; ".join(parts) + f" (must={int(must.sum())}, may={int(may.sum())}, kept={int(kept.sum())})"

@@ -1,0 +1,247 @@
+"""Property bodies, written once and shared by the pytest tests and the bug-zoo runner.
+
+Each ``check_*`` takes an ``Impl``, a catalogue record and a drawn ``Case``; it raises
+``PropertyFailure`` (an AssertionError) with a WHY / CASE message, and returns the error
+reports it measured so the caller can record them.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from oracle.candidates import TokenDataArray
+from oracle.samplers.base import Empty
+from properties import PropertyFailure
+from properties.samplers.record import SamplerRecord
+from properties.numerics import U32, ErrorReport, elementwise_error, log2n, softmax_error
+from properties.samplers.brackets import describe_set_violation
+from properties.samplers.strategies import Case
+from properties.stats import POWER_N, gof_samples
+
+CHUNK_ELEMENTS = 1_000_000  # logits elements per impl call (N rows x V would not fit at large V)
+
+
+def fail(prop: str, record: str, case: Case, why: str, row: int | None = None) -> None:
+    where = f" row {row}" if row is not None else ""
+    raise PropertyFailure(f"WHY  {prop}[{record}]{where}: {why}\nCASE {case!r}")
+
+
+def run_impl(impl, record: SamplerRecord, case: Case):
+    out = record.impl(impl, case.logits, case.params)
+    if record.kind == "select":
+        ids = np.asarray(out[0] if isinstance(out, tuple) else out)
+        if ids.shape != (case.batch,):
+            fail("shape", record.name, case, f"selection returned shape {ids.shape}, expected ({case.batch},)")
+        if ((ids < 0) | (ids >= case.vocab)).any():
+            fail("range", record.name, case, f"token ids {ids.tolist()} outside [0, {case.vocab})")
+        return out
+    out = np.asarray(out)
+    if out.shape != case.logits.shape:
+        fail("shape", record.name, case, f"returned shape {out.shape}, expected {case.logits.shape} (fixed shape)")
+    return out
+
+
+def kept_mask(masked_row: np.ndarray) -> np.ndarray:
+    return np.isfinite(masked_row)
+
+
+def check_matches_oracle(impl, record: SamplerRecord, case: Case) -> list[ErrorReport]:
+    """impl ≡ oracle: survivor set inside the may/must bracket, renormalised probabilities and
+    transformed logits within the error model, selected token legal."""
+    out = run_impl(impl, record, case)
+    reports = []
+    for b in range(case.batch):
+        row, params = case.row64(b), case.row_params(b)
+        if record.kind == "filter":
+            kept = kept_mask(out[b])
+            must, may = record.must_may(row, params)
+            why = describe_set_violation(kept, must, may)
+            if why:
+                fail("impl≡oracle survivors", record.name, case, why, b)
+            why = count_violation(record, row, params, kept, must, may)
+            if why:
+                fail("impl≡oracle survivor count", record.name, case, why, b)
+            if kept.any():
+                probs = np.asarray(impl("softmax", out[b:b + 1]))[0]
+                rep = softmax_error(probs, np.where(kept, row, -np.inf))
+                if not rep.ok:
+                    fail("impl≡oracle probabilities", record.name, case, rep.describe(), b)
+                reports.append(rep)
+        elif record.kind == "transform":
+            exact = record.run_oracle(row, params).dense_logits(case.vocab)
+            rep = elementwise_error(out[b], exact, record.transform_bound_u(row, params))
+            if not rep.ok:
+                fail("impl≡oracle logits", record.name, case, rep.describe(), b)
+            reports.append(rep)
+        else:
+            ids = np.asarray(out[0] if isinstance(out, tuple) else out)
+            legal = record.legal_tokens(row, params)
+            if not legal[ids[b]]:
+                expected = np.flatnonzero(legal)[:6].tolist()
+                fail("impl≡oracle selection", record.name, case, f"selected {ids[b]}, legal tokens {expected}", b)
+    return reports
+
+
+def count_violation(record: SamplerRecord, row: np.ndarray, params: dict, kept: np.ndarray,
+                    must: np.ndarray, may: np.ndarray) -> str | None:
+    """For records tagged "count": the tie expansion of the bracket lets equal logits swap, so
+    the survivor *count* is checked on its own against the oracle's counts at the variants.
+    Applies where every undecided token (may, not must) holds one logit value, or the record's
+    near-tie width is 0: then which of them survive cannot change how many do."""
+    if "count" not in record.tags or np.array_equal(must, may):
+        return None
+    eps = record.key(row, params)[1] if record.key else 0.0
+    if eps > 0 and np.unique(row[may & ~must]).size > 1:
+        return None
+    counts = [int(record.oracle_kept(row, v).sum()) for v in record.variants(params, row)]
+    n = int(kept.sum())
+    if min(counts) <= n <= max(counts):
+        return None
+    return (f"kept {n} tokens, the oracle keeps {min(counts)}..{max(counts)} (ties choose which "
+            f"tokens survive, not how many)")
+
+
+def survivors(impl, record: SamplerRecord, case: Case, params: dict | None = None) -> np.ndarray:
+    """The impl's kept mask [B, V] for ``case`` (optionally with other parameters)."""
+    c = case if params is None else Case(case.family, case.vocab, case.dtype, case.seeds, params, case.logits)
+    return kept_mask(run_impl(impl, record, c))
+
+
+def oracle_survivors(record: SamplerRecord, case: Case, params: dict | None = None) -> np.ndarray:
+    ps = params if params is not None else case.params
+    c = Case(case.family, case.vocab, case.dtype, case.seeds, ps, case.logits)
+    return np.stack([record.oracle_kept(c.row64(b), c.row_params(b)) for b in range(c.batch)])
+
+
+# --- invariants (bodies of samplers/test_invariants.py) -------------------------------------
+
+def check_softmax_invariants(impl, case: Case, shift: int) -> None:
+    """softmax sums to 1 within (2·ceil(log2 n) + 4)·u, is >= 0, exactly 0 at -inf, and is bitwise
+    invariant under a shift that is exact in fp32 (logits snapped to a 2^-8 grid within ±512)."""
+    grid = np.where(np.isfinite(case.logits.astype(np.float64)),
+                    np.clip(np.round(case.logits.astype(np.float64) * 256) / 256, -512, 512), -np.inf)
+    x = grid.astype(np.float32)
+    p = np.asarray(impl("softmax", x))
+    p_shift = np.asarray(impl("softmax", (grid + shift).astype(np.float32)))
+    n = np.isfinite(x).sum(axis=1)
+    if not (p >= 0).all():
+        fail("softmax invariants", "softmax", case, "negative probability")
+    if not (p[~np.isfinite(x)] == 0).all():
+        fail("softmax invariants", "softmax", case, "a -inf logit got non-zero probability")
+    sums = p.astype(np.float64).sum(axis=1)
+    bound = np.array([(2 * log2n(int(k)) + 4) * U32 for k in n])
+    if not (np.abs(sums - 1) <= bound).all():
+        fail("softmax invariants", "softmax", case, f"row sums {sums} differ from 1 by more than {bound}")
+    if not np.array_equal(p, p_shift):
+        fail("softmax invariants", "softmax", case, f"not invariant under an exact shift of the logits by {shift}")
+
+
+def check_noop(impl, record: SamplerRecord, case: Case, noop: dict) -> None:
+    """No-op parameters leave the float32 logits bit-identical, and the oracle sampler is Empty."""
+    params = {k: (np.stack([v] * case.batch) if isinstance(v, np.ndarray) else np.full(case.batch, v))
+              for k, v in noop.items()}
+    out = run_impl(impl, record, Case(case.family, case.vocab, case.dtype, case.seeds, params, case.logits))
+    if not np.array_equal(out, case.logits.astype(np.float32)):
+        fail("noop", record.name, case, f"{record.name}{noop} changed the logits")
+    if not isinstance(record.oracle({**noop, "n_vocab": case.vocab}), Empty):
+        fail("noop", record.name, case, f"oracle {record.name}{noop} is not empty")
+
+
+def check_monotone(impl, record: SamplerRecord, case: Case, other: np.ndarray) -> None:
+    """Survivor sets are nested as the record's monotone parameter moves (oracle and impl)."""
+    param, direction, active_from = record.monotone[0]
+    mine = np.maximum(case.params[param], active_from)
+    other = np.maximum(other, active_from)
+    lo, hi = np.minimum(mine, other), np.maximum(mine, other)
+    small, large = (lo, hi) if direction > 0 else (hi, lo)
+    for name, kept in (("oracle", lambda p: oracle_survivors(record, case, {**case.params, param: p})),
+                       ("impl", lambda p: survivors(impl, record, case, {**case.params, param: p}))):
+        a, b = kept(small), kept(large)
+        bad = np.flatnonzero((a & ~b).any(axis=1))
+        if bad.size:
+            fail("monotone", record.name, case,
+                 f"{name}: survivors at {param}={small[bad]} not within those at {large[bad]}")
+
+
+def check_min_keep(impl, record: SamplerRecord, case: Case) -> None:
+    """At least max(1, min(min_keep, finite)) tokens survive (oracle and impl)."""
+    n_finite = np.isfinite(case.logits).sum(axis=1)
+    want = np.minimum(case.params["min_keep"], n_finite) if record.min_keep else np.zeros(case.batch, int)
+    want = np.maximum(want, 1)
+    for name, kept in (("oracle", oracle_survivors(record, case)), ("impl", survivors(impl, record, case))):
+        got = kept.sum(axis=1)
+        if not (got >= want).all():
+            fail("min_keep", record.name, case, f"{name}: {got} survivors, at least {want} required")
+
+
+# --- row contract: rows are independent, bad rows are refused ------------------------------------
+
+def _row_case(case: Case, b: int) -> Case:
+    params = {k: (v[b:b + 1] if isinstance(v, np.ndarray) and v.ndim >= 1 else v) for k, v in case.params.items()}
+    return Case(case.family, case.vocab, case.dtype, case.seeds[b:b + 1], params, case.logits[b:b + 1])
+
+
+def _as_tuple(out) -> tuple:
+    return tuple(np.asarray(o) for o in out) if isinstance(out, tuple) else (np.asarray(out),)
+
+
+def check_batch_invariance(impl, record: SamplerRecord, case: Case) -> None:
+    """Row b of a batched call is bit-identical to the call on row b alone (with row b's
+    parameters): a row's result may not depend on which other rows share its batch."""
+    batched = _as_tuple(run_impl(impl, record, case))
+    for b in range(case.batch):
+        alone = _as_tuple(run_impl(impl, record, _row_case(case, b)))
+        for i, (x, y) in enumerate(zip(batched, alone)):
+            if not np.array_equal(x[b], y[0], equal_nan=np.issubdtype(y.dtype, np.floating)):
+                diff = np.flatnonzero(np.asarray(x[b] != y[0]).ravel())[:6].tolist()
+                fail("batch invariance", record.name, case,
+                     f"output {i} of row {b} in a batch of {case.batch} differs from the row alone at {diff}", b)
+
+
+BAD_ROWS = ("nan", "posinf", "all_neginf")
+
+
+def check_rejects_bad_row(impl, record: SamplerRecord, case: Case, row: int, col: int, bad: str) -> None:
+    """A NaN or +inf logit (and, for a selector, a row with no finite logit) raises ValueError;
+    never an out-of-range token or a silently computed result."""
+    x = case.logits.astype(np.float32)
+    if bad == "all_neginf":
+        if record.kind != "select":
+            return  # an all -inf row is legal input for filters and transforms
+        x[row] = -np.inf
+    else:
+        x[row, col] = np.nan if bad == "nan" else np.inf
+    poisoned = Case(case.family, case.vocab, "float32", case.seeds, case.params, x)
+    try:
+        out = record.impl(impl, poisoned.logits, poisoned.params)
+    except ValueError:
+        return
+    shown = np.asarray(out[0] if isinstance(out, tuple) else out)
+    what = f"ids {shown.tolist()}" if record.kind == "select" else f"an array of shape {shown.shape}"
+    fail("bad row refused", record.name, poisoned,
+         f"row {row} holds {bad} (column {col}); returned {what} instead of raising ValueError", row)
+
+
+# --- distribution: sampled tokens follow the oracle's distribution -------------------------------
+
+def sample_impl(impl, row: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """``impl.dist`` over n copies of ``row`` with n seeded uniforms in [0, 1)."""
+    u = np.random.default_rng(seed).random(n)
+    rows = max(1, CHUNK_ELEMENTS // row.size)
+    out = []
+    for start in range(0, n, rows):
+        uc = u[start:start + rows]
+        ids = np.asarray(impl("dist", np.repeat(row[None, :], uc.size, axis=0), uc))
+        if ids.shape != uc.shape or not np.issubdtype(ids.dtype, np.integer):
+            raise PropertyFailure(f"dist returned {ids.dtype} shape {ids.shape}, expected integer ids of shape {uc.shape}")
+        out.append(ids)
+    return np.concatenate(out)
+
+
+def check_distribution_gate(impl, case: Case) -> None:
+    """The χ² gate (properties/stats.py) on row 0 of the case: POWER_N seeded uniforms through
+    impl.dist against the float64 softmax of the row as the implementation received it."""
+    row = case.logits[0]
+    expected = TokenDataArray.from_logits(row.astype(np.float64)).distribution()
+    res = gof_samples(sample_impl(impl, row, POWER_N, case.seeds[0]), expected)
+    if not res.passed:
+        fail("distribution gate", "dist", case, res.describe())

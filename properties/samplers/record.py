@@ -1,0 +1,98 @@
+"""One record per sampler: how to build the oracle, call the impl, draw parameters, and judge.
+
+Tests are generated from these records (parametrised by ``record.name``), so adding a sampler
+means: an oracle factory, an impl function, and one record here. No test body is written twice.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+import numpy as np
+from hypothesis import strategies as st
+
+from oracle.candidates import TokenDataArray
+from oracle.samplers.base import Sampler
+
+Kind = Literal["filter", "transform", "select"]
+Params = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SamplerRecord:
+    name: str
+    kind: Kind
+    oracle: Callable[[Params], Sampler]
+    """One row's scalar parameters -> a ready oracle sampler (history already accepted)."""
+    params: Callable[[int, int], st.SearchStrategy[Params]]
+    """(batch, vocab) -> per-row parameter arrays."""
+    impl: Callable[[Any, np.ndarray, Params], Any] | None = None
+    """(Impl, logits [B,V], params) -> the impl's batched result; None = oracle-only."""
+    impl_name: str = ""
+    """The gpu_impl function this record exercises (for "not covered" reports)."""
+    variants: Callable[[Params, np.ndarray], list[Params]] = lambda p, row: [p]
+    """Parameters at the edges of the fp32 uncertainty: the bracket is built from their oracle runs."""
+    key: Callable[[np.ndarray, Params], tuple[np.ndarray, float]] | None = None
+    """(row, params) -> (the value the filter ranks by, near-tie width) for tie expansion."""
+    bracket_on: Literal["kept", "removed"] = "kept"
+    transform_bound_u: Callable[[np.ndarray, Params], np.ndarray] | None = None
+    """For transforms: allowed error per element in units of u·|exact output|."""
+    legal: Callable[[np.ndarray, Params], np.ndarray] | None = None
+    """For selections: mask of tokens the impl may legally return (default: the oracle's union
+    over ``variants``)."""
+    masked_are_candidates: bool = True
+    """False where llama.cpp's result depends on how many -inf entries the array holds (temp_ext's
+    ln(size)): a masked row cannot say whether -inf was a candidate, so the reference for a
+    fixed-shape impl is the oracle on the array without its -inf entries."""
+    noop: tuple[Params, ...] = ()
+    """Scalar parameter sets for which the sampler must be an exact no-op."""
+    monotone: tuple[tuple[str, int, float], ...] = ()
+    """(param, +1 if the survivor set grows with it / -1 if it shrinks, smallest value at which the
+    sampler is active: k <= 0 and n <= 0 switch it off, which means "keep all")."""
+    min_keep: bool = False
+    families: tuple[str, ...] | None = None
+    dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
+    allowance: str = ""
+    """The stated boundary allowance, in words (shown in the report)."""
+    tags: frozenset[str] = field(default_factory=frozenset)
+
+    def __repr__(self) -> str:  # pytest ids and hypothesis output
+        return self.name
+
+    @property
+    def has_impl(self) -> bool:
+        return self.impl is not None
+
+    def run_oracle(self, row64: np.ndarray, params: Params, truncated: bool = False) -> TokenDataArray:
+        """The oracle on ``row64``; ``truncated`` drops -inf entries first (a truncating chain's view)."""
+        cur = TokenDataArray.from_logits(row64)
+        if truncated or not self.masked_are_candidates:
+            cur.keep(np.flatnonzero(np.isfinite(cur.logits)))
+        self.oracle({**params, "n_vocab": row64.size}).apply(cur)
+        return cur
+
+    def oracle_kept(self, row64: np.ndarray, params: Params, truncated: bool = False) -> np.ndarray:
+        """Survivor mask over the vocab (finite survivors only: -inf is 'not a candidate')."""
+        cur = self.run_oracle(row64, params, truncated)
+        kept = np.zeros(row64.size, dtype=bool)
+        kept[cur.ids[np.isfinite(cur.logits)]] = True
+        return kept
+
+    def legal_tokens(self, row64: np.ndarray, params: Params) -> np.ndarray:
+        if self.legal is not None:
+            return self.legal(row64, params)
+        legal = np.zeros(row64.size, dtype=bool)
+        for v in self.variants(params, row64):
+            legal[self.run_oracle(row64, v).selected_token] = True
+        return legal
+
+    def must_may(self, row64: np.ndarray, params: Params, truncated: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        from properties.samplers.brackets import bracket
+
+        sets = [self.oracle_kept(row64, v, truncated) for v in self.variants(params, row64)]
+        key, eps = self.key(row64, params) if self.key else (None, 0.0)
+        if self.bracket_on == "removed":
+            finite = np.isfinite(row64)
+            must_r, may_r = bracket([finite & ~s for s in sets], key, eps)
+            return finite & ~may_r, finite & ~must_r
+        return bracket(sets, key, eps)

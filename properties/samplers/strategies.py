@@ -1,0 +1,167 @@
+"""Input strategies: hypothesis draws structure, NumPy fills the arrays.
+
+A case is (family, vocab size, batch, dtype, seed): hypothesis shrinks those few integers and
+names, and ``make_logits`` builds a 262,144-wide row in milliseconds. Shrinking therefore moves
+towards small vocabularies, simple families and seed 0, which is what a witness should be.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
+
+import ml_dtypes
+import numpy as np
+from hypothesis import strategies as st
+
+from properties.numerics import ulp
+from properties.profiles import large_vocab_weight
+
+if TYPE_CHECKING:
+    from properties.samplers.record import SamplerRecord
+
+DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
+          "bfloat16": np.dtype(ml_dtypes.bfloat16)}
+SMALL_VOCABS = (1, 2, 3, 4, 5, 8, 17, 64, 100, 257, 1000, 4096)
+LARGE_VOCABS = (32000, 151936, 262144)
+
+
+def _peaked(rng: np.random.Generator, v: int) -> np.ndarray:
+    x = rng.normal(0.0, 2.0, v)
+    x[rng.integers(v)] += rng.uniform(5, 20)
+    return x
+
+
+def _flat(rng: np.random.Generator, v: int) -> np.ndarray:
+    return rng.uniform(-0.5, 0.5, v)
+
+
+def _zipf(rng: np.random.Generator, v: int) -> np.ndarray:
+    s = rng.uniform(0.6, 1.6)
+    return rng.permutation(-s * np.log(np.arange(1, v + 1)) + 10)
+
+
+def _plateaus(rng: np.random.Generator, v: int) -> np.ndarray:
+    levels = np.sort(rng.normal(0, 3, rng.integers(1, 5)))
+    return levels[rng.integers(0, levels.size, v)]
+
+
+def _near_ties(rng: np.random.Generator, v: int, dtype: str = "float32") -> np.ndarray:
+    """A few values one unit in the last place of ``dtype`` apart."""
+    base = rng.normal(0, 4)
+    return base + ulp(base, dtype) * rng.integers(0, 4, v)
+
+
+def _neg_inf(rng: np.random.Generator, v: int) -> np.ndarray:
+    x = rng.normal(0, 3, v)
+    x[rng.random(v) < rng.uniform(0.1, 0.99)] = -np.inf
+    x[rng.integers(v)] = rng.normal(0, 3)  # at least one finite token
+    return x
+
+
+def _huge(rng: np.random.Generator, v: int) -> np.ndarray:
+    return rng.normal(0, 1, v) * 10.0 ** rng.uniform(3, 30)
+
+
+def _past_fp16(rng: np.random.Generator, v: int) -> np.ndarray:
+    return rng.uniform(6.6e4, 3e5, v) * rng.choice([-1, 1], v)
+
+
+def _one_finite(rng: np.random.Generator, v: int) -> np.ndarray:
+    x = np.full(v, -np.inf)
+    x[rng.integers(v)] = rng.normal(0, 5)
+    return x
+
+
+FAMILIES: dict[str, Callable[[np.random.Generator, int], np.ndarray]] = {
+    "peaked": _peaked, "flat": _flat, "zipf": _zipf, "plateaus": _plateaus, "near_ties": _near_ties,
+    "neg_inf": _neg_inf, "huge": _huge, "past_fp16": _past_fp16, "one_finite": _one_finite,
+}
+# values a 16-bit input format cannot hold turn into inf: those families are fp32-only
+FP32_ONLY = {"huge", "past_fp16"}
+
+
+def make_logits(family: str, vocab: int, seed: int, dtype: str = "float32") -> np.ndarray:
+    """One row of ``family`` at ``vocab`` tokens, rounded to ``dtype`` (deterministic in seed)."""
+    rng = np.random.default_rng(seed)
+    if family == "near_ties":  # ties must be one ulp apart in the dtype the engine receives
+        row = _near_ties(rng, vocab, dtype)
+    else:
+        row = FAMILIES[family](rng, vocab)
+    return row.astype(np.float32).astype(DTYPES[dtype])
+
+
+@dataclass
+class Case:
+    """A batch of logits plus per-row parameters; its repr is the replay recipe, not the data."""
+
+    family: str
+    vocab: int
+    dtype: str
+    seeds: tuple[int, ...]
+    params: dict[str, np.ndarray] = field(default_factory=dict)
+    logits: np.ndarray = field(default=None, repr=False)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.logits is None:
+            self.logits = np.stack([make_logits(self.family, self.vocab, s, self.dtype) for s in self.seeds])
+
+    @property
+    def batch(self) -> int:
+        return len(self.seeds)
+
+    def row64(self, b: int) -> np.ndarray:
+        """Row b exactly as the implementation sees it, widened to float64 for the oracle."""
+        return self.logits[b].astype(np.float64)
+
+    def row_params(self, b: int) -> dict:
+        return {k: ((v[b].item() if v.ndim == 1 else v[b]) if isinstance(v, np.ndarray) else v)
+                for k, v in self.params.items()}
+
+    def __repr__(self) -> str:
+        shown = {k: (np.asarray(v).tolist()) for k, v in self.params.items()}
+        return (f"Case(family={self.family!r}, vocab={self.vocab}, dtype={self.dtype!r}, "
+                f"seeds={self.seeds}, params={shown})")
+
+
+def vocab_sizes(max_vocab: int = 262144) -> st.SearchStrategy[int]:
+    small = st.sampled_from([v for v in SMALL_VOCABS if v <= max_vocab])
+    large = [v for v in LARGE_VOCABS if v <= max_vocab]
+    if not large:
+        return small
+    w = large_vocab_weight()
+    return st.integers(0, 999).flatmap(lambda r: st.sampled_from(large) if r < w * 1000 else small)
+
+
+@st.composite
+def cases(draw: st.DrawFn, param_strategy: Callable[[int, int], st.SearchStrategy[dict]] | None = None,
+          families: tuple[str, ...] = tuple(FAMILIES), dtypes: tuple[str, ...] = ("float32",),
+          max_batch: int = 3, max_vocab: int = 262144, min_vocab: int = 1) -> Case:
+    """A ``Case``; ``param_strategy(batch, vocab)`` draws the per-row parameters."""
+    dtype = draw(st.sampled_from(dtypes), label="dtype")
+    allowed = [f for f in families if dtype == "float32" or f not in FP32_ONLY]
+    family = draw(st.sampled_from(allowed), label="family")
+    vocab = draw(vocab_sizes(max_vocab).filter(lambda v: v >= min_vocab), label="vocab")
+    batch = draw(st.integers(1, max_batch), label="batch")
+    seeds = tuple(draw(st.lists(st.integers(0, 2**16), min_size=batch, max_size=batch), label="seeds"))
+    params = draw(param_strategy(batch, vocab), label="params") if param_strategy else {}
+    return Case(family, vocab, dtype, seeds, params)
+
+
+def record_cases(record: "SamplerRecord", dtype: str, **kw) -> st.SearchStrategy[Case]:
+    """Cases in the record's families (all by default) with the record's parameters."""
+    return cases(record.params, families=record.families or tuple(FAMILIES), dtypes=(dtype,), **kw)
+
+
+def per_row(strategy: st.SearchStrategy, batch: int, dtype=np.float64) -> st.SearchStrategy[np.ndarray]:
+    """One parameter value per row, as the [B] array gpu_impl takes."""
+    return st.lists(strategy, min_size=batch, max_size=batch).map(lambda xs: np.asarray(xs, dtype=dtype))
+
+
+def floats32(lo: float, hi: float, **kw) -> st.SearchStrategy[float]:
+    """float32 values in [lo, hi], with the bounds moved inwards to representable floats."""
+    lo32, hi32 = np.float32(lo), np.float32(hi)
+    if lo32 < lo:
+        lo32 = np.nextafter(lo32, np.float32(np.inf))
+    if hi32 > hi:
+        hi32 = np.nextafter(hi32, np.float32(-np.inf))
+    return st.floats(float(lo32), float(hi32), width=32, allow_nan=False, **kw)

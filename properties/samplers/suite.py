@@ -1,0 +1,126 @@
+"""The sampler properties as one table: which records each applies to, how to draw one example,
+and the body (a ``checks`` function). The pytest tests (test_impl_vs_oracle, test_invariants,
+test_boundary_conventions, test_row_contract; engines/test_variants on the engine records) and
+the bug zoo (properties/zoo/samplers.py) are all generated from it, so a body is written once.
+
+Record-free properties (softmax invariants, the distribution gate) take ``record=None``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pytest
+from hypothesis import strategies as st
+
+from properties import recording
+from properties.backends import Impl
+from properties.numerics import ErrorReport
+from properties.plugin import covered
+from properties.samplers import checks
+from properties.samplers.boundaries import BOUNDARY, exact_boundary_cases
+from properties.samplers.record import SamplerRecord
+from properties.samplers.strategies import cases, record_cases
+
+Draw = Callable[..., st.SearchStrategy]
+"""(record, dtype, min_vocab=, max_vocab=) -> a strategy of one example."""
+
+ALL_DTYPES = ("float32", "float16", "bfloat16")
+GOF_MAX_VOCAB = 500  # as test_distribution's CI rows: N x V within the CI budget
+GOF_EXAMPLES = 10  # one example is POWER_N = 100,000 dist draws
+
+
+@dataclass(frozen=True)
+class SamplerProperty:
+    name: str
+    """What the recording calls it (``recording.note(record, name, dtype)``)."""
+    draw: Draw
+    body: Callable[[Impl, SamplerRecord | None, Any], list[ErrorReport] | None]
+    applies: Callable[[SamplerRecord], bool] = lambda r: r.has_impl
+    calls_softmax: bool = False
+    """The body also judges the implementation's softmax (a filter's renormalised probabilities)."""
+    subject: str = ""
+    """For a record-free property: the name it is recorded under."""
+    max_examples: int | None = None
+    """A smaller example budget where one example is expensive."""
+
+    def uses(self, record: SamplerRecord | None) -> frozenset[str]:
+        """The impl functions the body calls: a bug in any of them is this property's to find."""
+        if record is None:
+            return frozenset({self.subject})
+        extra = {"softmax"} if self.calls_softmax and record.kind == "filter" else set()
+        return frozenset({record.impl_name} | extra)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _with(strategy: st.SearchStrategy, extra: Callable[[Any], st.SearchStrategy]) -> st.SearchStrategy:
+    """(example, something drawn for that example)."""
+    return strategy.flatmap(lambda c: st.tuples(st.just(c), extra(c)))
+
+
+def _monotone_draw(r: SamplerRecord, d: str, **kw) -> st.SearchStrategy:
+    param = r.monotone[0][0]
+    return _with(record_cases(r, d, **kw), lambda c: r.params(c.batch, c.vocab).map(lambda p: p[param]))
+
+
+def _bad_row_draw(r: SamplerRecord, d: str, **kw) -> st.SearchStrategy:
+    return _with(record_cases(r, d, **kw), lambda c: st.tuples(
+        st.integers(0, c.batch - 1), st.integers(0, c.vocab - 1), st.sampled_from(checks.BAD_ROWS)))
+
+
+def _gate_draw(r: None, d: str, min_vocab: int = 1, max_vocab: int = GOF_MAX_VOCAB) -> st.SearchStrategy:
+    """Vocabularies up to GOF_MAX_VOCAB, or just above ``min_vocab`` where a bug needs more."""
+    return cases(dtypes=ALL_DTYPES, min_vocab=min(min_vocab, GOF_MAX_VOCAB),
+                 max_vocab=max(min(max_vocab, GOF_MAX_VOCAB), min_vocab))
+
+
+IMPL_VS_ORACLE = SamplerProperty(
+    "impl_vs_oracle", lambda r, d, **kw: record_cases(r, d, **kw), checks.check_matches_oracle,
+    calls_softmax=True)
+EXACT_BOUNDARY = SamplerProperty(
+    "exact_boundary", lambda r, d, max_vocab=4096, **kw: exact_boundary_cases(r, d, max_vocab=max_vocab),
+    checks.check_matches_oracle, applies=lambda r: r.name in BOUNDARY, calls_softmax=True)
+NOOP = SamplerProperty(
+    "noop", lambda r, d, **kw: st.tuples(cases(dtypes=(d,), **kw), st.sampled_from(r.noop)),
+    lambda impl, r, e: checks.check_noop(impl, r, *e), applies=lambda r: bool(r.noop))
+MONOTONE = SamplerProperty(
+    "monotone", _monotone_draw, lambda impl, r, e: checks.check_monotone(impl, r, *e),
+    applies=lambda r: r.kind == "filter" and bool(r.monotone))
+MIN_KEEP = SamplerProperty(
+    "min_keep", lambda r, d, **kw: record_cases(r, d, **kw), checks.check_min_keep,
+    applies=lambda r: r.kind == "filter")
+BATCH_INVARIANCE = SamplerProperty(
+    "batch_invariance", lambda r, d, **kw: record_cases(r, d, **kw), checks.check_batch_invariance)
+BAD_ROW = SamplerProperty(
+    "bad_row", _bad_row_draw, lambda impl, r, e: checks.check_rejects_bad_row(impl, r, e[0], *e[1]))
+SOFTMAX_INVARIANTS = SamplerProperty(
+    "invariants", lambda r, d, **kw: st.tuples(cases(dtypes=ALL_DTYPES, **kw), st.integers(-256, 256)),
+    lambda impl, r, e: checks.check_softmax_invariants(impl, *e), subject="softmax")
+DISTRIBUTION_GATE = SamplerProperty(
+    "distribution_gate", _gate_draw, lambda impl, r, c: checks.check_distribution_gate(impl, c),
+    subject="dist", max_examples=GOF_EXAMPLES)
+
+PER_RECORD = (IMPL_VS_ORACLE, EXACT_BOUNDARY, NOOP, MONOTONE, MIN_KEEP)
+"""Per-record judgements, in the zoo's order (the float32 impl≡oracle, then the same body on
+exact masses, then the other dtypes, are ordered by the zoo; see properties/zoo/samplers.py)."""
+ROW_CONTRACT = (BATCH_INVARIANCE, BAD_ROW)
+RECORD_FREE = (SOFTMAX_INVARIANTS, DISTRIBUTION_GATE)
+
+
+def params_for(records: list[SamplerRecord], dtypes: bool = True, prop: SamplerProperty | None = None) -> list:
+    """pytest parameters (record, dtype) with readable ids: every dtype of each record (or float32
+    only), for the records ``prop`` applies to (all if None)."""
+    return [pytest.param(r, d, id=f"{r.name}-{d}") for r in records if prop is None or prop.applies(r)
+            for d in (r.dtypes if dtypes else ("float32",))]
+
+
+def run(impl: Impl, prop: SamplerProperty, record: SamplerRecord | None, dtype: str, data: st.DataObject) -> None:
+    """Draw one example, run the body, record the worst error it measured."""
+    example = data.draw(prop.draw(record, dtype), label=prop.name)
+    with covered():
+        reports = prop.body(impl, record, example) or []
+    case = example[0] if isinstance(example, tuple) else example
+    recording.note(record.name if record else prop.subject, prop.name, case.dtype,
+                   max(reports, key=lambda r: r.ratio, default=None))
