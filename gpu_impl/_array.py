@@ -39,17 +39,15 @@ def is_cupy(xp: ModuleType) -> bool:
 
 
 def bf16_bits_to_f32(xp: ModuleType, bits: Any) -> Any:
-    # bf16 is the top half of an fp32, so widening is exact and needs no bfloat16 dtype on device
+    # bf16 is the top half of an fp32, so widening the bits is exact and needs no bf16 arithmetic
     return (bits.astype(xp.uint32) << 16).view(xp.float32)
 
 
 def _to_float32(xp: ModuleType, x: Any, name: str) -> Any:
     if x.dtype == xp.float32:
         return x  # callers never write into their input, so no defensive copy
-    if x.dtype.name == "bfloat16":  # ml_dtypes on NumPy
-        return bf16_bits_to_f32(xp, x.view(np.uint16))
-    if x.dtype == xp.uint16 and is_cupy(xp):  # CuPy has no bfloat16: raw bf16 bits
-        return bf16_bits_to_f32(xp, x)
+    if x.dtype.name == "bfloat16":  # ml_dtypes.bfloat16, on NumPy and on CuPy (>= 14) alike
+        return bf16_bits_to_f32(xp, x.view(xp.uint16))
     if x.dtype in (xp.float16, xp.float64):
         return x.astype(xp.float32)
     raise ValueError(f"{name} must be float32, float16, bfloat16 or float64, got dtype {x.dtype}")

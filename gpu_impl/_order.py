@@ -44,6 +44,19 @@ def first_true(xp: ModuleType, mask: Any) -> Any:
     return xp.argmax(mask.view(xp.uint8), axis=1)
 
 
+def first_reach(xp: ModuleType, cum: Any, thr: Any, *, strict: bool = False) -> Any:
+    """Column of the first ``cum >= thr`` (``> thr`` if ``strict``) per row; ``cum.shape[1]``
+    if none. ``thr`` is one value per row.
+
+    Never "count of cum < thr": that equals the first crossing only for a running sum that
+    never decreases, which holds for NumPy's left-to-right cumsum but not for a tree (Blelloch)
+    scan such as CuPy's, whose float partial sums can step down by an ulp.
+    """
+    t = thr[:, None]
+    hit = cum > t if strict else cum >= t
+    return xp.where(hit.any(axis=1), first_true(xp, hit), cum.shape[1])
+
+
 def last_true(xp: ModuleType, mask: Any) -> Any:
     """Column of the last True of each row (-1 if none); no reversed views needed."""
     return xp.where(mask, xp.arange(mask.shape[1]), -1).max(axis=1)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from gpu_impl._array import NEG_INF, as_logits, drop, nonneg, on_rows, quiet, row_param, unit_param
-from gpu_impl._order import (finite_counts, keep_first_n, keep_ranked, last_true, nth_largest,
+from gpu_impl._order import (finite_counts, first_reach, keep_first_n, keep_ranked, last_true, nth_largest,
                              sorted_top)
 from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
 
@@ -53,7 +53,7 @@ def _top_p_cut(xp: ModuleType, x: Any, row_max: Any, p: Any, min_keep: Any) -> t
             e = xp.exp(vals - m[todo])
             probs = e / (e.sum(axis=1) if s is None else s[todo])[:, None]
         cum = xp.cumsum(probs, axis=1)  # float32, as llama.cpp accumulates
-        first = (cum < p[todo, None]).sum(axis=1)  # position of the first cum >= p
+        first = first_reach(xp, cum, p[todo])
         reached = first < width
         # a window holding every candidate that never reaches p means "keep all" (rounding)
         done = reached | (nf[todo] <= width) | (width == V)
@@ -136,7 +136,7 @@ def _typical_keep(xp: ModuleType, x: Any, row_max: Any, p: Any, min_keep: Any) -
     with quiet():
         probs = xp.exp(_key_logit(xp, ordered) - row_max[:, None]) / s[:, None]
     cum = xp.cumsum(probs, axis=1)  # float32, as llama.cpp accumulates
-    first = (cum <= p[:, None]).sum(axis=1)  # position of the first cum > p (strict)
+    first = first_reach(xp, cum, p, strict=True)
     n = xp.where(first < V, xp.minimum(xp.maximum(first + 1, xp.maximum(min_keep, 1)), V), V)
     kc = xp.take_along_axis(ordered, (n - 1)[:, None], axis=1)
     return keep_ranked(xp, key < kc, key == kc, n)
