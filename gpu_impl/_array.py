@@ -38,6 +38,14 @@ def is_cupy(xp: ModuleType) -> bool:
     return xp is not np
 
 
+def on_device(xp: ModuleType, x: Any) -> bool:
+    """Take the fused-kernel path (``gpu_impl.kernels``): CuPy rows of a shape the kernels take."""
+    if not is_cupy(xp):
+        return False
+    from gpu_impl.kernels import fits
+    return fits(tuple(x.shape))
+
+
 def bf16_bits_to_f32(xp: ModuleType, bits: Any) -> Any:
     # bf16 is the top half of an fp32, so widening the bits is exact and needs no bf16 arithmetic
     return (bits.astype(xp.uint32) << 16).view(xp.float32)

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import is_cupy
+from gpu_impl._array import is_cupy, on_device
 
 
 def finite_counts(xp: ModuleType, x: Any) -> Any:
@@ -35,6 +35,9 @@ def sorted_top(xp: ModuleType, x: Any, m: int, nf: Any = None) -> Any:
 
 def nth_largest(xp: ModuleType, x: Any, n: Any, nf: Any = None) -> Any:
     """The value at descending position ``n - 1`` of each row (``1 <= n <= V``)."""
+    if on_device(xp, x):  # radix select: no sort of V
+        from gpu_impl.kernels import nth_largest as radix_nth
+        return radix_nth(xp.ascontiguousarray(x, dtype=xp.float32), n)
     top = sorted_top(xp, x, int(n.max()), nf)
     return xp.take_along_axis(top, (n - 1)[:, None], axis=1)[:, 0]
 

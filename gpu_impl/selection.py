@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_impl._array import as_logits, quiet, require_candidates, row_param, unit_param
+from gpu_impl._array import as_logits, on_device, quiet, require_candidates, row_param, unit_param
 from gpu_impl._order import first_reach, first_true, last_true, nth_true, sorted_top
 from gpu_impl.softmax import exp_shifted
 
@@ -66,6 +66,9 @@ def dist(logits: Any, u: Any) -> Any:
     xp, x, row_max = as_logits(logits)
     require_candidates(xp, row_max, "dist")
     u = unit_param(u, x.shape[0], "u", xp)
+    if on_device(xp, x):
+        from gpu_impl import kernels
+        return kernels.dist_rows(xp.ascontiguousarray(x), row_max, u)
     e, _ = exp_shifted(xp, x, row_max)
     return _dist_index(xp, e, u).astype(xp.int64)
 

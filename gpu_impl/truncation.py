@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import NEG_INF, as_logits, drop, nonneg, on_rows, quiet, row_param, unit_param
+from gpu_impl._array import NEG_INF, as_logits, drop, nonneg, on_device, on_rows, quiet, row_param, unit_param
 from gpu_impl._order import (finite_counts, first_reach, keep_first_n, keep_ranked, last_true, nth_largest,
                              sorted_top)
 from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
@@ -25,6 +25,9 @@ def top_k(logits: Any, k: Any) -> Any:
     xp, x, _ = as_logits(logits)
     B, V = x.shape
     k = row_param(k, B, "k", xp, integer=True)
+    if on_device(xp, x):
+        from gpu_impl import kernels
+        return kernels.top_k_rows(xp.ascontiguousarray(x), k)
 
     def fn(sub: Any, sel: Any) -> Any:
         kk = k[sel]
@@ -76,6 +79,9 @@ def top_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     B = x.shape[0]
     p = row_param(p, B, "p", xp)
     mk = nonneg(xp, row_param(min_keep, B, "min_keep", xp, integer=True), "min_keep")
+    if on_device(xp, x):
+        from gpu_impl import kernels
+        return kernels.top_p_rows(xp.ascontiguousarray(x), row_max, p, mk)
 
     def fn(sub: Any, sel: Any) -> Any:
         n, c = _top_p_cut(xp, sub, row_max[sel], p[sel], mk[sel])
@@ -90,6 +96,9 @@ def min_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     B, V = x.shape
     p = row_param(p, B, "p", xp)
     mk = nonneg(xp, row_param(min_keep, B, "min_keep", xp, integer=True), "min_keep")
+    if on_device(xp, x):
+        from gpu_impl import kernels
+        return kernels.min_p_rows(xp.ascontiguousarray(x), row_max, p, mk)
 
     def fn(sub: Any, sel: Any) -> Any:
         with quiet():

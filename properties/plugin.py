@@ -68,7 +68,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     path = session.config.getoption("--lc-results")
-    if path:
+    if path and not hasattr(session.config, "workerinput"):  # xdist: the controller has every outcome
         meta = {"impl": session.config.getoption("--impl"), "backend": session.config.getoption("--backend"),
                 "profile": profiles.current_profile(), "numpy": np.__version__, "not_covered": sorted(NOT_COVERED)}
         recording.dump(Path(path), _OUTCOMES, meta)
