@@ -87,7 +87,7 @@ def device_check(args: argparse.Namespace) -> int:
     if "bench" not in skip:
         bench = _bench(out, args.bench_timeout)
     if "suite" not in skip:
-        steps.append(_pytest(["properties", "--backend", "cupy", "--hypothesis-profile", args.profile,
+        steps.append(_pytest(["properties", "--ignore=properties/gpu", "--backend", "cupy", "--hypothesis-profile", args.profile,
                               "--lc-results", str(out / "results.json")], out, "suite", args.workers,
                              args.suite_timeout))
     written = _report(out, steps, bench)
