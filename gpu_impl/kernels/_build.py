@@ -34,15 +34,31 @@ def fits(shape: tuple[int, int]) -> bool:
     return 1 <= shape[0] <= MAX_ROWS and 1 <= shape[1] < MAX_VOCAB
 
 
+# CuPy compiles every RawModule with -ftz=true (subnormal float32 operands and results flushed
+# to zero, comparisons included), which breaks the suite's subnormal rows (top_p's order, a
+# softmax whose tail p is subnormal). The kernels are IEEE float32, so they are compiled here
+# through NVRTC with -ftz=false and loaded as a module; one compile per process and device.
+NVRTC_OPTIONS = ("-ftz=false", "-prec-div=true", "-prec-sqrt=true", "-std=c++17")
+
+
 @functools.lru_cache(maxsize=None)
 def _module(device: int) -> Any:
-    import cupy
-    return cupy.RawModule(code=cuda_source())
+    from cupy.cuda import compiler, function
+    binary, _ = compiler.compile_using_nvrtc(cuda_source(), options=NVRTC_OPTIONS, filename="logitcheck_kernels.cu")
+    module = function.Module()
+    module.load(binary)
+    return module
+
+
+@functools.lru_cache(maxsize=None)
+def _function(device: int, name: str) -> Any:
+    return _module(device).get_function(name)
 
 
 def fn(name: str) -> Any:
+    """The compiled kernel ``name`` for the current device (cached: launching is all that is left)."""
     import cupy
-    return _module(cupy.cuda.Device().id).get_function(name)
+    return _function(cupy.cuda.runtime.getDevice(), name)
 
 
 def n_chunks(V: int) -> int:

@@ -103,9 +103,12 @@ def plan_chain(B: int, V: int, k: Any, p: Any, min_keep_p: Any, m: Any, min_keep
 def chain_rows(x: Any, row_max: Any, plan: ChainPlan) -> Any:
     """The fused chain on a validated float32 [B, V] CuPy array: the survivors' prefix is decided
     on a top-W window (radix select, gather, block sort and scan), rows the window cannot decide
-    go through the row-wide mass and count searches, and one pass writes the output."""
+    go through the row-wide mass and count searches, and one pass writes the output.
+    ``row_max`` (float32 [B]) is read only by those searches; None computes it when needed."""
     import cupy as cp
     B, V = x.shape
+    if row_max is None and plan.wide:
+        row_max = x.max(axis=1)
     ones = cp.ones(B, cp.int32)
     window = keep_all(cp, B, V)
     nth_element(x, cp.minimum(plan.n_k, min(WIN, V)), ones, window)

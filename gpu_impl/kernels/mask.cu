@@ -32,7 +32,17 @@ extern "C" __global__ void lc_count_ge(const float* __restrict__ x, const lc_i64
     const lc_i64 lo = (lc_i64)blockIdx.x * span, hi = lc_min64(lo + span, V);
     const float* xr = x + row * V;
     lc_u64 k = 0ull;
-    for (lc_i64 col = lo + threadIdx.x; col < hi; col += blockDim.x) k += xr[col] >= th;
+    if (lc_vec_ok(xr, V) && (span & 3) == 0) {  // float4 loads, two in flight per thread
+        const float4* x4 = reinterpret_cast<const float4*>(xr);
+        for (lc_i64 q = (lo >> 2) + threadIdx.x; q < (hi >> 2); q += 2 * blockDim.x) {
+            const float4 a = x4[q];
+            const float4 b = q + blockDim.x < (hi >> 2) ? x4[q + blockDim.x] : make_float4(th, th, th, th);
+            k += (a.x >= th) + (a.y >= th) + (a.z >= th) + (a.w >= th);
+            if (q + blockDim.x < (hi >> 2)) k += (b.x >= th) + (b.y >= th) + (b.z >= th) + (b.w >= th);
+        }
+    } else {
+        for (lc_i64 col = lo + threadIdx.x; col < hi; col += blockDim.x) k += xr[col] >= th;
+    }
     k = lc_block_sum<lc_u64>(k, scratch);
     if (threadIdx.x == 0 && k) atomicAdd(&count[row], k);
 }

@@ -50,6 +50,21 @@ extern "C" __global__ void lc_select_init(LcSelect* __restrict__ st, const int B
     st[b] = s;
 }
 
+#define LC_UNROLL 4
+
+__device__ __forceinline__ void lc_hist_add(float v, lc_i64 col, const LcSelect& s, int shift, lc_u32 digits,
+                                            lc_u32* cnt, lc_u64* mass) {
+    if (!lc_in_prefix(v, col, s.lo_value, s.lo_cut)) return;
+    const lc_u32 key = lc_desc_key(v);
+    if ((key & s.mask) != s.prefix) return;
+    const lc_u32 d = (key >> shift) & digits;
+    atomicAdd(&cnt[d], 1u);
+    if (s.mode) {
+        const lc_u64 fx = __double2ull_rn((double)expf(v - s.row_max) * LC_FX_ONE);
+        if (fx) atomicAdd(&mass[d], fx);
+    }
+}
+
 // grid (blocks_per_row, B), LC_THREADS threads; block x covers columns [x * span, (x + 1) * span).
 extern "C" __global__ void lc_radix_hist(const float* __restrict__ x, const lc_i64 V, const LcSelect* __restrict__ st,
                                          const int pass, const lc_i64 span, lc_u32* __restrict__ hist_count,
@@ -65,17 +80,31 @@ extern "C" __global__ void lc_radix_hist(const float* __restrict__ x, const lc_i
     const lc_u32 digits = lc_digits(pass);
     const lc_i64 lo = (lc_i64)blockIdx.x * span, hi = lc_min64(lo + span, V);
     const float* xr = x + row * V;
-    for (lc_i64 col = lo + threadIdx.x; col < hi; col += blockDim.x) {
-        const float v = xr[col];
-        if (!lc_in_prefix(v, col, s.lo_value, s.lo_cut)) continue;
-        const lc_u32 key = lc_desc_key(v);
-        if ((key & s.mask) != s.prefix) continue;
-        const lc_u32 d = (key >> shift) & digits;
-        atomicAdd(&cnt[d], 1u);
-        if (s.mode) {
-            const lc_u64 fx = __double2ull_rn((double)expf(v - s.row_max) * LC_FX_ONE);
-            if (fx) atomicAdd(&mass[d], fx);
+    if (lc_vec_ok(xr, V) && (span & 3) == 0) {
+        // float4 loads, LC_UNROLL of them in flight per thread before the first use: the pass is
+        // a stream over the row and must keep enough bytes in flight to run at bandwidth
+        const float4* x4 = reinterpret_cast<const float4*>(xr);
+        const lc_i64 q_lo = lo >> 2, q_hi = hi >> 2;
+        for (lc_i64 base = q_lo + threadIdx.x; base < q_hi; base += LC_UNROLL * blockDim.x) {
+            float4 buf[LC_UNROLL];
+#pragma unroll
+            for (int u = 0; u < LC_UNROLL; ++u) {
+                const lc_i64 q = base + (lc_i64)u * blockDim.x;
+                buf[u] = q < q_hi ? x4[q] : make_float4(LC_NEG_INF, LC_NEG_INF, LC_NEG_INF, LC_NEG_INF);
+            }
+#pragma unroll
+            for (int u = 0; u < LC_UNROLL; ++u) {
+                const lc_i64 col = 4 * (base + (lc_i64)u * blockDim.x);
+                if (col >= hi) continue;
+                lc_hist_add(buf[u].x, col, s, shift, digits, cnt, mass);
+                lc_hist_add(buf[u].y, col + 1, s, shift, digits, cnt, mass);
+                lc_hist_add(buf[u].z, col + 2, s, shift, digits, cnt, mass);
+                lc_hist_add(buf[u].w, col + 3, s, shift, digits, cnt, mass);
+            }
         }
+    } else {
+        for (lc_i64 col = lo + threadIdx.x; col < hi; col += blockDim.x)
+            lc_hist_add(xr[col], col, s, shift, digits, cnt, mass);
     }
     __syncthreads();
     lc_u32* hc = hist_count + row * LC_BINS;

@@ -14,12 +14,36 @@ extern "C" __global__ void lc_window_gather(const float* __restrict__ x, const l
     const float cv = c[row];
     const lc_i64 ct = cut[row];
     const float* xr = x + row * V;
+    lc_u64* w = win + row * LC_WIN;
+    if (lc_vec_ok(xr, V) && (span & 3) == 0) {  // float4 loads; up to four appends per thread
+        const float4* x4 = reinterpret_cast<const float4*>(xr);
+        for (lc_i64 base = lo >> 2; base < (hi >> 2); base += blockDim.x) {  // same trip count for every lane
+            const lc_i64 q = base + threadIdx.x;
+            const float4 f = q < (hi >> 2) ? x4[q] : make_float4(LC_NEG_INF, LC_NEG_INF, LC_NEG_INF, LC_NEG_INF);
+            const float v[4] = {f.x, f.y, f.z, f.w};
+            bool keep[4];
+            int n = 0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                keep[j] = q < (hi >> 2) && lc_in_prefix(v[j], 4 * q + j, cv, ct);
+                n += keep[j];
+            }
+            int slot = lc_warp_append(n, &fill[row]);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (keep[j]) {
+                    if (slot < LC_WIN) w[slot] = ((lc_u64)lc_desc_key(v[j]) << 32) | (lc_u64)(4 * q + j);
+                    ++slot;
+                }
+        }
+        return;
+    }
     for (lc_i64 base = lo; base < hi; base += blockDim.x) {  // same trip count for every lane
         const lc_i64 col = base + threadIdx.x;
         const float v = col < hi ? xr[col] : LC_NEG_INF;
         const bool keep = col < hi && lc_in_prefix(v, col, cv, ct);
         const int slot = lc_warp_append(keep ? 1 : 0, &fill[row]);
-        if (keep && slot < LC_WIN) win[row * LC_WIN + slot] = ((lc_u64)lc_desc_key(v) << 32) | (lc_u64)col;
+        if (keep && slot < LC_WIN) w[slot] = ((lc_u64)lc_desc_key(v) << 32) | (lc_u64)col;
     }
 }
 

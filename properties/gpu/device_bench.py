@@ -102,7 +102,7 @@ def _ours(x: Any, k: int, p: float, m: float, t: float, u: Any) -> dict[str, Cal
     plan = kernels.plan_chain(B, V, k, p, 0, m, 0, t)
 
     def chain() -> Any:
-        y = kernels.chain_rows(x, x.max(axis=1), plan)
+        y = kernels.chain_rows(x, None, plan)
         return kernels.dist_rows(y, y.max(axis=1), u)
 
     return {"softmax": lambda: kernels.softmax_rows(x),
@@ -149,6 +149,16 @@ def time_ops(B: int, V: int, bandwidth: float, with_torch: bool = True, seed: in
     nbytes = x.nbytes
     out.append(Timing("chain+dist (graph)", f"{B}x{V}", graph_us(chain), out[-1].torch_us,
                       nbytes / bandwidth * 1e6, nbytes))
+    # where the chain's time goes: its stages alone (no reference)
+    from gpu_impl.kernels.filters import mask_prefix
+    from gpu_impl.kernels.select import keep_all, nth_element
+    kk, ones = cp.full(B, DEFAULT["k"], cp.int64), cp.ones(B, cp.int32)
+    keep = keep_all(cp, B, V)
+    nth_element(x, kk, ones, keep)
+    for name, fn, nb in (("stage: radix select k=40", lambda: nth_element(x, kk, ones, keep_all(cp, B, V)), x.nbytes),
+                         ("stage: prefix mask", lambda: mask_prefix(x, keep), 2 * x.nbytes),
+                         ("stage: row max", lambda: x.max(axis=1), x.nbytes)):
+        out.append(Timing(name, f"{B}x{V}", median_us(fn), None, nb / bandwidth * 1e6, nb))
     return out
 
 

@@ -14,7 +14,7 @@ cp = cupy_or_none() if REASON is None else None
 # (B, V): odd widths take the scalar-load path, multiples of 4 the float4 path; 262,144 is the
 # largest vocabulary the suite draws; 64 rows is the batched case the benchmarks time
 SHAPES = ((1, 1), (1, 7), (3, 1000), (2, 4099), (5, 32000), (2, 262144), (64, 8192))
-FAMILIES = ("peaked", "flat", "zipf", "plateaus", "near_ties", "neg_inf", "one_finite")
+FAMILIES = ("peaked", "flat", "zipf", "plateaus", "near_ties", "neg_inf", "one_finite", "huge", "past_fp16")
 
 
 def rows(family: str, shape: tuple[int, int], seed: int = 0, dtype: str = "float32") -> np.ndarray:
