@@ -38,6 +38,15 @@ def is_cupy(xp: ModuleType) -> bool:
     return xp is not np
 
 
+def above_zero(xp: ModuleType, a: Any) -> Any:
+    """``a > 0``, exact on both backends. CuPy compiles its elementwise kernels with
+    flush-to-zero, so a subnormal float32 parameter (p = 1e-45 is a legal min_p) compares as 0
+    there; the bit pattern of a float32 orders it exactly (positive floats are positive ints)."""
+    if is_cupy(xp) and a.dtype == xp.float32:
+        return a.view(xp.int32) > 0
+    return a > 0
+
+
 def on_device(xp: ModuleType, x: Any) -> bool:
     """Take the fused-kernel path (``gpu_impl.kernels``): CuPy rows of a shape the kernels take."""
     if not is_cupy(xp):

@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import NEG_INF, as_logits, drop, nonneg, on_device, on_rows, quiet, row_param, unit_param
+from gpu_impl._array import (NEG_INF, above_zero, as_logits, drop, nonneg, on_device, on_rows, quiet, row_param,
+                             unit_param)
 from gpu_impl._order import (finite_counts, first_reach, keep_first_n, keep_ranked, last_true, nth_largest,
                              sorted_top)
 from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
@@ -111,7 +112,7 @@ def min_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
             rows, n = sub[i], need[i]
             keep[i] = keep_first_n(xp, rows, nth_largest(xp, rows, n), n)
         return drop(xp, sub, ~keep)
-    return on_rows(xp, x, p > 0, fn)
+    return on_rows(xp, x, above_zero(xp, p), fn)
 
 
 def _typical_key(xp: ModuleType, score: Any, logit: Any) -> Any:
@@ -186,7 +187,7 @@ def top_n_sigma(logits: Any, n: Any) -> Any:
             std = xp.sqrt((d * d).sum(axis=1) / cnt).astype(xp.float32) * scale[:, 0]
             thr = row_max[sel] - n[sel] * std
         return drop(xp, sub, sub < thr[:, None])
-    return on_rows(xp, x, (n > 0) & (V >= 2), fn)
+    return on_rows(xp, x, above_zero(xp, n) & (V >= 2), fn)
 
 
 def xtc(logits: Any, chance: Any, probability: Any, threshold: Any, min_keep: Any = 0) -> Any:
@@ -212,4 +213,4 @@ def xtc(logits: Any, chance: Any, probability: Any, threshold: Any, min_keep: An
         c = xp.where(above, sub, xp.float32(np.inf)).min(axis=1)
         spare = xp.arange(V)[None, :] == last_true(xp, sub == c[:, None])[:, None]
         return drop(xp, sub, above & ~spare & apply[:, None])
-    return on_rows(xp, x, (prob > 0) & (thr <= 0.5) & (nf >= 2) & (chance <= prob), fn)
+    return on_rows(xp, x, above_zero(xp, prob) & (thr <= 0.5) & (nf >= 2) & (chance <= prob), fn)

@@ -48,10 +48,12 @@ def min_p_rows(x: Any, row_max: Any, p: Any, min_keep: Any) -> Any:
     """min_p: keep ``x >= max + ln p`` (float32); rows where fewer than ``max(min_keep, 1)``
     survive keep that many first instead. ``p <= 0`` rows are copied."""
     import cupy as cp
+
+    from gpu_impl._array import above_zero
     B, V = x.shape
-    active = p > 0
-    with np.errstate(all="ignore"):
-        thr = (row_max + cp.log(cp.where(active, p, 1))).astype(cp.float32)
+    active = above_zero(cp, p)
+    # ln p in float64 (CuPy's float32 kernels flush a subnormal p to 0, and ln 0 = -inf)
+    thr = (row_max + cp.log(cp.where(active, p, 1).astype(cp.float64)).astype(cp.float32)).astype(cp.float32)
     need = cp.minimum(cp.maximum(min_keep, 1), V)
     short = active & (count_ge(x, thr, active).astype(cp.int64) < need)
     # threshold rows: (c, cut) = (thr, V) keeps exactly x >= thr
@@ -100,11 +102,12 @@ def plan_chain(B: int, V: int, k: Any, p: Any, min_keep_p: Any, m: Any, min_keep
                      bool(V > WIN and (~on).any()))
 
 
-def chain_rows(x: Any, row_max: Any, plan: ChainPlan) -> Any:
+def chain_rows(x: Any, row_max: Any, plan: ChainPlan, out_max: Any = None) -> Any:
     """The fused chain on a validated float32 [B, V] CuPy array: the survivors' prefix is decided
     on a top-W window (radix select, gather, block sort and scan), rows the window cannot decide
     go through the row-wide mass and count searches, and one pass writes the output.
-    ``row_max`` (float32 [B]) is read only by those searches; None computes it when needed."""
+    ``row_max`` (float32 [B]) is read only by those searches; None computes it when needed.
+    ``out_max`` (float32 [B]), if given, receives the output's row max (what dist needs)."""
     import cupy as cp
     B, V = x.shape
     if row_max is None and plan.wide:
@@ -125,7 +128,8 @@ def chain_rows(x: Any, row_max: Any, plan: ChainPlan) -> Any:
     act_ge = cp.empty(B, cp.int32)
     fn("lc_window_cut")((B,), (WIN,), (win, fill, i64(V), part, i32(part.shape[1]), plan.n_k, plan.p, plan.mk_p,
                                        plan.mp, plan.mk_m, plan.first_only, keep.c, keep.cut, n_out, status, thr,
-                                       act_mass, act_ge))
+                                       act_mass, act_ge, plan.t if plan.t is not None else thr,
+                                       i32(plan.t is not None), out_max if out_max is not None else cp.empty(B, cp.float32)))
     if plan.wide:
         crossing = keep_all(cp, B, V)
         mass_crossing(x, plan.p, row_max, act_mass, crossing)

@@ -52,6 +52,7 @@ extern "C" __global__ void lc_window_gather(const float* __restrict__ x, const l
 // Writes the survivors' prefix as (c, cut) with status 0, or leaves the row to lc_chain_finish:
 // status 1 = top_p's crossing lies past the window, 2 = min_p's count does, 3 = the prefix is
 // known (n_out) but longer than the window. part: lc_row_stats partials (used when n_k > W).
+// y_max: the row max of the chain's output (the kept logits divided by t_div when use_t).
 extern "C" __global__ void lc_window_cut(const lc_u64* __restrict__ win, const int* __restrict__ fill, const lc_i64 V,
                                          const float2* __restrict__ part, const int n_chunks,
                                          const lc_i64* __restrict__ n_k, const float* __restrict__ p,
@@ -59,7 +60,8 @@ extern "C" __global__ void lc_window_cut(const lc_u64* __restrict__ win, const i
                                          const lc_i64* __restrict__ mk_m, const int* __restrict__ first_only,
                                          float* __restrict__ c, lc_i64* __restrict__ cut, lc_i64* __restrict__ n_out,
                                          int* __restrict__ status, float* __restrict__ thr,
-                                         int* __restrict__ act_mass, int* __restrict__ act_ge) {
+                                         int* __restrict__ act_mass, int* __restrict__ act_ge,
+                                         const float* __restrict__ t_div, const int use_t, float* __restrict__ y_max) {
     __shared__ lc_u64 key[LC_WIN];
     __shared__ float prob[LC_WIN];
     __shared__ float scratch[32];
@@ -142,6 +144,9 @@ extern "C" __global__ void lc_window_cut(const lc_u64* __restrict__ win, const i
         cut[row] = (lc_i64)(k_n & 0xffffffffull);
     }
     if (top == LC_NEG_INF) { c[row] = LC_NEG_INF; cut[row] = V; st = 0; }
+    // the output's row max: the first element is always kept, and x / t is monotone in x (the
+    // same division as lc_mask_prefix, so the same bits), which spares dist a pass over the row
+    y_max[row] = (top == LC_NEG_INF || !use_t) ? top : top / t_div[row];
     n_out[row] = n;
     status[row] = st;
     thr[row] = th;

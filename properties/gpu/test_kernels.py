@@ -119,6 +119,13 @@ def test_fused_chain_equals_unfused_numpy_chain(family, shape):
     args = (np.full((B, 1), -1), 0, 1.0, 0.0, 0.0)
     want = llama_cpp_chain(x, *args, prm["k"], prm["p"], prm["m"], prm["t"])
     got = llama_cpp_chain(cp.asarray(x), *args, *(cp.asarray(prm[n]) for n in "kpmt")).get()
+    from gpu_impl import kernels  # the kernel entry point, with the output max dist reads
+    plan = kernels.plan_chain(B, V, prm["k"], prm["p"].astype(np.float32), 0, prm["m"].astype(np.float32), 0,
+                              prm["t"].astype(np.float32))
+    y_max = cp.empty(B, cp.float32)
+    y = kernels.chain_rows(cp.asarray(x), None, plan, out_max=y_max)
+    np.testing.assert_array_equal(y.get(), got)
+    np.testing.assert_array_equal(y_max.get(), y.max(axis=1).get())
     for b in range(B):
         if not _ambiguous(x[b], int(prm["k"][b]), float(prm["p"][b]), float(prm["m"][b])):
             np.testing.assert_array_equal(got[b], want[b], err_msg=f"row {b}, params { {n: prm[n][b] for n in prm} }")
@@ -134,9 +141,13 @@ def test_chain_and_dist_replay_from_a_cuda_graph():
     row_max = x.max(axis=1)
     u = cp.asarray(per_row([0.1, 0.5, 0.9, 0.99], B))
 
+    y_max = cp.empty(B, cp.float32)
+
     def sample():
-        y = kernels.chain_rows(x, row_max, plan)
-        return kernels.dist_rows(y, y.max(axis=1), u)
+        y = kernels.chain_rows(x, row_max, plan, out_max=y_max)
+        if not stream.is_capturing():  # the chain's own output max is the output's max, bit for bit
+            np.testing.assert_array_equal(y_max.get(), y.max(axis=1).get())
+        return kernels.dist_rows(y, y_max, u)
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
         eager = sample()  # also compiles the kernels and warms the memory pool
