@@ -98,7 +98,12 @@ def require_candidates(xp: ModuleType, row_max: Any, fn: str) -> None:
 def row_param(value: Any, batch: int, name: str, xp: ModuleType, *, integer: bool = False,
               dtype: Any = np.float32) -> Any:
     """A scalar or a length-``batch`` 1-D array, as a finite ``[batch]`` array on ``xp``."""
-    if hasattr(value, "get") and not is_cupy(xp):
+    if is_cupy(xp):
+        # validated and converted on the host, then uploaded: CuPy's conversion kernels flush
+        # float32 subnormals to zero (a min_p of 1e-45 would arrive as 0 and switch it off)
+        host = value.get() if hasattr(value, "get") else value
+        return xp.asarray(row_param(host, batch, name, np, integer=integer, dtype=dtype))
+    if hasattr(value, "get"):
         value = value.get()  # a CuPy parameter with NumPy logits
     arr = xp.asarray(value)
     if arr.dtype == bool or arr.dtype.kind not in "iuf":
