@@ -47,6 +47,17 @@ def above_zero(xp: ModuleType, a: Any) -> Any:
     return a > 0
 
 
+def widen_exact(xp: ModuleType, a: Any) -> Any:
+    """float32 -> float64, exact for subnormals on both backends (CuPy's conversion kernel
+    flushes a subnormal float32 to zero; its significand times 2^-149 is exact in float64)."""
+    if not is_cupy(xp):
+        return a.astype(np.float64)
+    bits = a.view(xp.int32)
+    tiny = (bits & 0x7F800000) == 0
+    sign = xp.where(bits < 0, -1.0, 1.0)
+    return xp.where(tiny, sign * (bits & 0x7FFFFF).astype(xp.float64) * 2.0 ** -149, a.astype(xp.float64))
+
+
 def on_device(xp: ModuleType, x: Any) -> bool:
     """Take the fused-kernel path (``gpu_impl.kernels``): CuPy rows of a shape the kernels take."""
     if not is_cupy(xp):

@@ -49,11 +49,13 @@ def min_p_rows(x: Any, row_max: Any, p: Any, min_keep: Any) -> Any:
     survive keep that many first instead. ``p <= 0`` rows are copied."""
     import cupy as cp
 
-    from gpu_impl._array import above_zero
+    from gpu_impl._array import above_zero, widen_exact
     B, V = x.shape
     active = above_zero(cp, p)
-    # ln p in float64 (CuPy's float32 kernels flush a subnormal p to 0, and ln 0 = -inf)
-    thr = (row_max + cp.log(cp.where(active, p, 1).astype(cp.float64)).astype(cp.float32)).astype(cp.float32)
+    # ln p in float64 from the exact widening (CuPy's float32 kernels flush a subnormal p to 0,
+    # and ln 0 = -inf would keep every token)
+    log_p = cp.log(cp.where(active, widen_exact(cp, p.astype(cp.float32)), 1.0)).astype(cp.float32)
+    thr = (row_max + log_p).astype(cp.float32)
     need = cp.minimum(cp.maximum(min_keep, 1), V)
     short = active & (count_ge(x, thr, active).astype(cp.int64) < need)
     # threshold rows: (c, cut) = (thr, V) keeps exactly x >= thr
