@@ -7,8 +7,9 @@ reordered: a dropped token becomes -inf. This package never imports ``oracle``.
 
 Contract
 --------
-* ``logits``: 2-D ``[B, V]``, B >= 1, V >= 1, float32 / float16 / bfloat16 (an ``ml_dtypes``
-  NumPy array, or on CuPy a uint16 array of raw bf16 bits) / float64; all computed as float32.
+* ``logits``: 2-D ``[B, V]``, B >= 1, V >= 1, float32 / float16 / bfloat16 (``ml_dtypes.bfloat16``
+  on NumPy and on CuPy >= 14 alike; raw uint16 bits are refused on both) / float64; all
+  computed as float32.
   Any other shape or dtype -> ``ValueError``. NaN or +inf anywhere -> ``ValueError`` naming the
   rows. -inf means "token excluded".
 * Per-row parameters: a Python scalar or a 1-D array of length B; any other shape ->

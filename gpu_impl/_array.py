@@ -38,18 +38,44 @@ def is_cupy(xp: ModuleType) -> bool:
     return xp is not np
 
 
+def above_zero(xp: ModuleType, a: Any) -> Any:
+    """``a > 0``, exact on both backends. CuPy compiles its elementwise kernels with
+    flush-to-zero, so a subnormal float32 parameter (p = 1e-45 is a legal min_p) compares as 0
+    there; the bit pattern of a float32 orders it exactly (positive floats are positive ints)."""
+    if is_cupy(xp) and a.dtype == xp.float32:
+        return a.view(xp.int32) > 0
+    return a > 0
+
+
+def widen_exact(xp: ModuleType, a: Any) -> Any:
+    """float32 -> float64, exact for subnormals on both backends (CuPy's conversion kernel
+    flushes a subnormal float32 to zero; its significand times 2^-149 is exact in float64)."""
+    if not is_cupy(xp):
+        return a.astype(np.float64)
+    bits = a.view(xp.int32)
+    tiny = (bits & 0x7F800000) == 0
+    sign = xp.where(bits < 0, -1.0, 1.0)
+    return xp.where(tiny, sign * (bits & 0x7FFFFF).astype(xp.float64) * 2.0 ** -149, a.astype(xp.float64))
+
+
+def on_device(xp: ModuleType, x: Any) -> bool:
+    """Take the fused-kernel path (``gpu_impl.kernels``): CuPy rows of a shape the kernels take."""
+    if not is_cupy(xp):
+        return False
+    from gpu_impl.kernels import fits
+    return fits(tuple(x.shape))
+
+
 def bf16_bits_to_f32(xp: ModuleType, bits: Any) -> Any:
-    # bf16 is the top half of an fp32, so widening is exact and needs no bfloat16 dtype on device
+    # bf16 is the top half of an fp32, so widening the bits is exact and needs no bf16 arithmetic
     return (bits.astype(xp.uint32) << 16).view(xp.float32)
 
 
 def _to_float32(xp: ModuleType, x: Any, name: str) -> Any:
     if x.dtype == xp.float32:
         return x  # callers never write into their input, so no defensive copy
-    if x.dtype.name == "bfloat16":  # ml_dtypes on NumPy
-        return bf16_bits_to_f32(xp, x.view(np.uint16))
-    if x.dtype == xp.uint16 and is_cupy(xp):  # CuPy has no bfloat16: raw bf16 bits
-        return bf16_bits_to_f32(xp, x)
+    if x.dtype.name == "bfloat16":  # ml_dtypes.bfloat16, on NumPy and on CuPy (>= 14) alike
+        return bf16_bits_to_f32(xp, x.view(xp.uint16))
     if x.dtype in (xp.float16, xp.float64):
         return x.astype(xp.float32)
     raise ValueError(f"{name} must be float32, float16, bfloat16 or float64, got dtype {x.dtype}")
@@ -83,7 +109,12 @@ def require_candidates(xp: ModuleType, row_max: Any, fn: str) -> None:
 def row_param(value: Any, batch: int, name: str, xp: ModuleType, *, integer: bool = False,
               dtype: Any = np.float32) -> Any:
     """A scalar or a length-``batch`` 1-D array, as a finite ``[batch]`` array on ``xp``."""
-    if hasattr(value, "get") and not is_cupy(xp):
+    if is_cupy(xp):
+        # validated and converted on the host, then uploaded: CuPy's conversion kernels flush
+        # float32 subnormals to zero (a min_p of 1e-45 would arrive as 0 and switch it off)
+        host = value.get() if hasattr(value, "get") else value
+        return xp.asarray(row_param(host, batch, name, np, integer=integer, dtype=dtype))
+    if hasattr(value, "get"):
         value = value.get()  # a CuPy parameter with NumPy logits
     arr = xp.asarray(value)
     if arr.dtype == bool or arr.dtype.kind not in "iuf":

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import is_cupy
+from gpu_impl._array import is_cupy, on_device
 
 
 def finite_counts(xp: ModuleType, x: Any) -> Any:
@@ -35,6 +35,9 @@ def sorted_top(xp: ModuleType, x: Any, m: int, nf: Any = None) -> Any:
 
 def nth_largest(xp: ModuleType, x: Any, n: Any, nf: Any = None) -> Any:
     """The value at descending position ``n - 1`` of each row (``1 <= n <= V``)."""
+    if on_device(xp, x):  # radix select: no sort of V
+        from gpu_impl.kernels import nth_largest as radix_nth
+        return radix_nth(xp.ascontiguousarray(x, dtype=xp.float32), n)
     top = sorted_top(xp, x, int(n.max()), nf)
     return xp.take_along_axis(top, (n - 1)[:, None], axis=1)[:, 0]
 
@@ -42,6 +45,19 @@ def nth_largest(xp: ModuleType, x: Any, n: Any, nf: Any = None) -> Any:
 def first_true(xp: ModuleType, mask: Any) -> Any:
     # argmax over uint8 returns the first maximum on both backends (bool argmax is less portable)
     return xp.argmax(mask.view(xp.uint8), axis=1)
+
+
+def first_reach(xp: ModuleType, cum: Any, thr: Any, *, strict: bool = False) -> Any:
+    """Column of the first ``cum >= thr`` (``> thr`` if ``strict``) per row; ``cum.shape[1]``
+    if none. ``thr`` is one value per row.
+
+    Never "count of cum < thr": that equals the first crossing only for a running sum that
+    never decreases, which holds for NumPy's left-to-right cumsum but not for a tree (Blelloch)
+    scan such as CuPy's, whose float partial sums can step down by an ulp.
+    """
+    t = thr[:, None]
+    hit = cum > t if strict else cum >= t
+    return xp.where(hit.any(axis=1), first_true(xp, hit), cum.shape[1])
 
 
 def last_true(xp: ModuleType, mask: Any) -> Any:

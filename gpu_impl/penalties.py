@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import as_logits, is_cupy, row_param
+from gpu_impl._array import above_zero, as_logits, is_cupy, row_param
 
 
 def _history(xp: ModuleType, history: Any, B: int, V: int, ignore_out_of_vocab: bool = False) -> Any:
@@ -59,7 +59,7 @@ def penalties(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any, pr
     repeat = row_param(repeat, B, "repeat", xp)
     freq = row_param(freq, B, "freq", xp)
     present = row_param(present, B, "present", xp)
-    if bool((repeat <= 0).any()):
+    if bool((~above_zero(xp, repeat)).any()):
         raise ValueError(f"parameter repeat must be > 0, got {repeat.tolist()}")
     active = (last_n > 0) & ~((repeat == 1) & (freq == 0) & (present == 0))
     if h.shape[1] == 0 or not bool(active.any()):

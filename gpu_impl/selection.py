@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_impl._array import as_logits, quiet, require_candidates, row_param, unit_param
-from gpu_impl._order import first_true, last_true, nth_true, sorted_top
+from gpu_impl._array import as_logits, on_device, quiet, require_candidates, row_param, unit_param
+from gpu_impl._order import first_reach, first_true, last_true, nth_true, sorted_top
 from gpu_impl.softmax import exp_shifted
 
 _BLOCK = 1024  # dist: columns per block of the two-level prefix sum
@@ -43,11 +43,11 @@ def _dist_index(xp: Any, e: Any, u: Any) -> Any:
     blocks = ep.reshape(B, nb, bs)
     block_run = xp.cumsum(blocks.sum(axis=2, dtype=xp.float64), axis=1)
     target = block_run[:, -1] * u
-    bi = xp.minimum((block_run < target[:, None]).sum(axis=1), nb - 1)
+    bi = xp.minimum(first_reach(xp, block_run, target), nb - 1)
     rows = xp.arange(B)
     before = xp.where(bi > 0, block_run[rows, xp.maximum(bi - 1, 0)], 0.0)
     run = before[:, None] + xp.cumsum(blocks[rows, bi], axis=1, dtype=xp.float64)
-    j = (run < target[:, None]).sum(axis=1)
+    j = first_reach(xp, run, target)
     idx = xp.minimum(bi * bs + j, V - 1)
     # u == 0 (target 0 is met by a zero weight) or block/element rounding disagreeing: redo exactly
     bad = (j >= bs) | (e[rows, idx] <= 0)
@@ -66,6 +66,9 @@ def dist(logits: Any, u: Any) -> Any:
     xp, x, row_max = as_logits(logits)
     require_candidates(xp, row_max, "dist")
     u = unit_param(u, x.shape[0], "u", xp)
+    if on_device(xp, x):
+        from gpu_impl import kernels
+        return kernels.dist_rows(xp.ascontiguousarray(x), row_max, u)
     e, _ = exp_shifted(xp, x, row_max)
     return _dist_index(xp, e, u).astype(xp.int64)
 
@@ -106,7 +109,7 @@ def mirostat_v2(logits: Any, mu: Any, u: Any, tau: Any, eta: Any) -> tuple[Any, 
     w = q.astype(xp.float64)
     cum = xp.cumsum(w / w.sum(axis=1, keepdims=True), axis=1)
     cum = xp.where(pos >= (n_keep - 1)[:, None], 1.0, cum)
-    j = xp.minimum((cum < u[:, None]).sum(axis=1), n_keep - 1)
+    j = xp.minimum(first_reach(xp, cum, u), n_keep - 1)
 
     rows = xp.arange(B)
     v = vals[rows, j]

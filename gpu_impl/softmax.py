@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from gpu_impl._array import as_logits, is_cupy, quiet
+from gpu_impl._array import as_logits, on_device, quiet
 
 
 def exp_shifted(xp: ModuleType, x: Any, row_max: Any) -> tuple[Any, Any]:
@@ -21,7 +21,7 @@ def exp_shifted(xp: ModuleType, x: Any, row_max: Any) -> tuple[Any, Any]:
 
 def row_softmax(xp: ModuleType, x: Any, row_max: Any) -> Any:
     """Softmax of validated float32 rows (no checks)."""
-    if is_cupy(xp):
+    if on_device(xp, x):
         from gpu_impl.kernels import softmax_rows
         return softmax_rows(x)
     e, s = exp_shifted(xp, x, row_max)

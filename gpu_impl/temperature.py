@@ -4,13 +4,13 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Any
 
-from gpu_impl._array import NEG_INF, as_logits, quiet, row_param
+from gpu_impl._array import NEG_INF, above_zero, as_logits, quiet, row_param
 from gpu_impl.softmax import entropy_from_logits
 
 
 def apply_temp(xp: ModuleType, x: Any, t: Any) -> Any:
     """``l / t`` per row; a row with ``t <= 0`` keeps only its first maximal logit."""
-    pos = t > 0
+    pos = above_zero(xp, t)
     with quiet():
         out = x / xp.where(pos, t, 1)[:, None]
     if not bool(xp.isfinite(t).all()):
@@ -46,7 +46,7 @@ def temp_ext(logits: Any, t: Any, delta: Any, exponent: Any) -> Any:
     t = row_param(t, B, "t", xp)
     delta = row_param(delta, B, "delta", xp)
     exponent = row_param(exponent, B, "exponent", xp)
-    dynamic = delta > 0
+    dynamic = above_zero(xp, delta)
     if not bool(dynamic.any()):
         return temp(x, t)
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import NEG_INF, as_logits, drop, nonneg, on_rows, quiet, row_param, unit_param
-from gpu_impl._order import (finite_counts, keep_first_n, keep_ranked, last_true, nth_largest,
+from gpu_impl._array import (NEG_INF, above_zero, as_logits, drop, nonneg, on_device, on_rows, quiet, row_param,
+                             unit_param)
+from gpu_impl._order import (finite_counts, first_reach, keep_first_n, keep_ranked, last_true, nth_largest,
                              sorted_top)
 from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
 
@@ -25,6 +26,9 @@ def top_k(logits: Any, k: Any) -> Any:
     xp, x, _ = as_logits(logits)
     B, V = x.shape
     k = row_param(k, B, "k", xp, integer=True)
+    if on_device(xp, x):
+        from gpu_impl import kernels
+        return kernels.top_k_rows(xp.ascontiguousarray(x), k)
 
     def fn(sub: Any, sel: Any) -> Any:
         kk = k[sel]
@@ -53,7 +57,7 @@ def _top_p_cut(xp: ModuleType, x: Any, row_max: Any, p: Any, min_keep: Any) -> t
             e = xp.exp(vals - m[todo])
             probs = e / (e.sum(axis=1) if s is None else s[todo])[:, None]
         cum = xp.cumsum(probs, axis=1)  # float32, as llama.cpp accumulates
-        first = (cum < p[todo, None]).sum(axis=1)  # position of the first cum >= p
+        first = first_reach(xp, cum, p[todo])
         reached = first < width
         # a window holding every candidate that never reaches p means "keep all" (rounding)
         done = reached | (nf[todo] <= width) | (width == V)
@@ -76,6 +80,9 @@ def top_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     B = x.shape[0]
     p = row_param(p, B, "p", xp)
     mk = nonneg(xp, row_param(min_keep, B, "min_keep", xp, integer=True), "min_keep")
+    if on_device(xp, x):
+        from gpu_impl import kernels
+        return kernels.top_p_rows(xp.ascontiguousarray(x), row_max, p, mk)
 
     def fn(sub: Any, sel: Any) -> Any:
         n, c = _top_p_cut(xp, sub, row_max[sel], p[sel], mk[sel])
@@ -90,6 +97,9 @@ def min_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     B, V = x.shape
     p = row_param(p, B, "p", xp)
     mk = nonneg(xp, row_param(min_keep, B, "min_keep", xp, integer=True), "min_keep")
+    if on_device(xp, x):
+        from gpu_impl import kernels
+        return kernels.min_p_rows(xp.ascontiguousarray(x), row_max, p, mk)
 
     def fn(sub: Any, sel: Any) -> Any:
         with quiet():
@@ -102,7 +112,7 @@ def min_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
             rows, n = sub[i], need[i]
             keep[i] = keep_first_n(xp, rows, nth_largest(xp, rows, n), n)
         return drop(xp, sub, ~keep)
-    return on_rows(xp, x, p > 0, fn)
+    return on_rows(xp, x, above_zero(xp, p), fn)
 
 
 def _typical_key(xp: ModuleType, score: Any, logit: Any) -> Any:
@@ -136,7 +146,7 @@ def _typical_keep(xp: ModuleType, x: Any, row_max: Any, p: Any, min_keep: Any) -
     with quiet():
         probs = xp.exp(_key_logit(xp, ordered) - row_max[:, None]) / s[:, None]
     cum = xp.cumsum(probs, axis=1)  # float32, as llama.cpp accumulates
-    first = (cum <= p[:, None]).sum(axis=1)  # position of the first cum > p (strict)
+    first = first_reach(xp, cum, p, strict=True)
     n = xp.where(first < V, xp.minimum(xp.maximum(first + 1, xp.maximum(min_keep, 1)), V), V)
     kc = xp.take_along_axis(ordered, (n - 1)[:, None], axis=1)
     return keep_ranked(xp, key < kc, key == kc, n)
@@ -177,7 +187,7 @@ def top_n_sigma(logits: Any, n: Any) -> Any:
             std = xp.sqrt((d * d).sum(axis=1) / cnt).astype(xp.float32) * scale[:, 0]
             thr = row_max[sel] - n[sel] * std
         return drop(xp, sub, sub < thr[:, None])
-    return on_rows(xp, x, (n > 0) & (V >= 2), fn)
+    return on_rows(xp, x, above_zero(xp, n) & (V >= 2), fn)
 
 
 def xtc(logits: Any, chance: Any, probability: Any, threshold: Any, min_keep: Any = 0) -> Any:
@@ -203,4 +213,4 @@ def xtc(logits: Any, chance: Any, probability: Any, threshold: Any, min_keep: An
         c = xp.where(above, sub, xp.float32(np.inf)).min(axis=1)
         spare = xp.arange(V)[None, :] == last_true(xp, sub == c[:, None])[:, None]
         return drop(xp, sub, above & ~spare & apply[:, None])
-    return on_rows(xp, x, (prob > 0) & (thr <= 0.5) & (nf >= 2) & (chance <= prob), fn)
+    return on_rows(xp, x, above_zero(xp, prob) & (thr <= 0.5) & (nf >= 2) & (chance <= prob), fn)

@@ -7,6 +7,7 @@ reason and listed in the run's summary, never passed.
 """
 from __future__ import annotations
 
+import functools
 import importlib
 from types import ModuleType
 from typing import Any, Callable
@@ -28,17 +29,41 @@ def cupy_or_none() -> ModuleType | None:
     return cupy
 
 
+@functools.lru_cache(maxsize=1)
 def cupy_device_reason() -> str | None:
-    """None if a CUDA device is usable, else why not."""
+    """None if a CUDA device is usable, else why not.
+
+    "Usable" is what gpu_impl needs, probed in the order it fails on a half-installed image:
+    a device, NVRTC (every RawKernel and CuPy's own elementwise kernels compile through it),
+    then cuBLAS (the ops' matmuls). A device whose CUDA libraries are missing otherwise errors
+    only at the first compile, in the middle of a run.
+    """
     cp = cupy_or_none()
     if cp is None:
-        return "cupy is not installed (pip install 'logitcheck[gpu]')"
-    try:
-        if not cp.is_available():
-            return "cupy is installed but no CUDA device is available"
-    except Exception as exc:  # pragma: no cover - driver errors
-        return f"cupy cannot reach a CUDA device: {exc}"
+        return "cupy is not installed or its CUDA runtime does not load (pip install 'logitcheck[gpu]')"
+    steps = (("no CUDA device is available", lambda: cp.is_available() or None),
+             ("NVRTC cannot compile a kernel", lambda: _probe_nvrtc(cp)),
+             ("cuBLAS cannot run a matmul", lambda: _probe_cublas(cp)))
+    for what, probe in steps:
+        try:
+            if probe() is None:
+                return f"cupy {cp.__version__} is installed but {what}"
+        except Exception as exc:  # driver, NVRTC or cuBLAS load errors all land here
+            return f"cupy {cp.__version__}: {what}: {type(exc).__name__}: {exc}"
     return None
+
+
+def _probe_nvrtc(cp: ModuleType) -> bool:
+    k = cp.RawKernel(r'''extern "C" __global__ void lc_probe(float* y) { y[threadIdx.x] = 2.0f * threadIdx.x; }''',
+                     "lc_probe")
+    y = cp.zeros(32, cp.float32)
+    k((1,), (32,), (y,))
+    return bool((y == 2 * cp.arange(32, dtype=cp.float32)).all())
+
+
+def _probe_cublas(cp: ModuleType) -> bool:
+    a = cp.eye(64, dtype=cp.float32)
+    return bool(((a @ a) == a).all())
 
 
 class Impl:
@@ -67,9 +92,7 @@ class Impl:
     def to_device(self, x: Any) -> Any:
         if not isinstance(x, np.ndarray) or self.backend == "numpy":
             return x
-        if x.dtype.name == "bfloat16":  # CuPy has no bfloat16: ship the raw bits
-            x = x.view(np.uint16)
-        return self.xp.asarray(x)
+        return self.xp.asarray(x)  # bfloat16 too: CuPy >= 14 holds ml_dtypes.bfloat16 arrays
 
     def to_host(self, x: Any) -> Any:
         if isinstance(x, tuple):

@@ -38,14 +38,17 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
-@pytest.fixture(scope="session")
-def impl(request: pytest.FixtureRequest):
-    backend = request.config.getoption("--backend")
-    if backend == "cupy":
+def pytest_configure(config: pytest.Config) -> None:
+    # --backend cupy on a machine that cannot run it must not look like a green run of skips
+    if config.getoption("--backend") == "cupy":
         reason = cupy_device_reason()
         if reason:
-            pytest.skip(f"--backend cupy: {reason}")
-    return load_impl(request.config.getoption("--impl"), backend)
+            raise pytest.UsageError(f"--backend cupy needs a usable CUDA device: {reason}")
+
+
+@pytest.fixture(scope="session")
+def impl(request: pytest.FixtureRequest):
+    return load_impl(request.config.getoption("--impl"), request.config.getoption("--backend"))
 
 
 @contextmanager
@@ -104,7 +107,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     path = session.config.getoption("--lc-results")
-    if path:
+    if path and not hasattr(session.config, "workerinput"):  # xdist: the controller has every outcome
         meta = {"impl": session.config.getoption("--impl"), "backend": session.config.getoption("--backend"),
                 "profile": profiles.current_profile(), "numpy": np.__version__, "not_covered": sorted(NOT_COVERED)}
         recording.dump(Path(path), _OUTCOMES, meta)

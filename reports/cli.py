@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not run anything: render this existing results.json")
     r.add_argument("-k", dest="k", default=None, metavar="EXPR", help="pytest -k selection expression")
     r.add_argument("--strict", action="store_true", help="exit 1 if any test failed (for CI gates)")
+    from reports.device_check import add_parser
+    add_parser(sub)
     return p
 
 
@@ -155,6 +157,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "report":
         return report(args)
+    if args.command == "device-check":
+        from reports.device_check import device_check
+        return device_check(args)
     parser.print_help()
     return 2
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from gpu_impl._array import as_logits, get_xp, on_device, row_param
 from gpu_impl.penalties import penalties
 from gpu_impl.temperature import temp
 from gpu_impl.truncation import min_p, top_k, top_p
@@ -12,4 +15,14 @@ from gpu_impl.truncation import min_p, top_k, top_p
 def llama_cpp_chain(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any, present: Any,
                     k: Any, p: Any, m: Any, t: Any) -> Any:
     x = penalties(logits, history, last_n, repeat, freq, present)
+    if on_device(get_xp(x), x):  # one fused pass over a top-k window (gpu_impl.kernels.chain_rows)
+        from gpu_impl import kernels
+        xp, x, row_max = as_logits(x)
+        B, V = x.shape
+        # validated on the host, in the order (and with the messages) of the unfused chain
+        kk = row_param(k, B, "k", np, integer=True)
+        pp, mm, tt = row_param(p, B, "p", np), row_param(m, B, "p", np), row_param(t, B, "t", np)
+        if not ((kk > kernels.WIN) & (kk < V)).any():
+            plan = kernels.plan_chain(B, V, kk, pp, 0, mm, 0, tt)
+            return kernels.chain_rows(xp.ascontiguousarray(x), row_max, plan)
     return temp(min_p(top_p(top_k(x, k), p, 0), m, 0), t)

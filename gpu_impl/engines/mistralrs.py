@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_impl._array import as_logits, get_xp, quiet, row_param, unit_param
+from gpu_impl._order import first_reach
 from gpu_impl.engines._common import history_counts
 from gpu_impl.softmax import row_softmax
 
@@ -35,7 +36,9 @@ def mistralrs_weights(logits: Any, history: Any, repetition: Any, frequency: Any
     kk = xp.where(k > 0, xp.minimum(k, V), V)[:, None]
     zero = pos >= kk
     before = xp.cumsum(srt, axis=1) - srt  # running f32 sum before each token
-    zero |= ((p > 0) & (p < 1))[:, None] & (before >= p[:, None]) & (pos < kk)
+    # zeroed from the first position whose running sum before it reaches p (a prefix even when
+    # the scan's float partial sums are not monotone)
+    zero |= ((p > 0) & (p < 1))[:, None] & (pos >= first_reach(xp, before, p)[:, None]) & (pos < kk)
     zero |= ((m > 0) & (m < 1))[:, None] & ((srt[:, :1] * m[:, None]) >= srt)
     w_sorted = xp.where(zero, xp.float32(0), srt)
     w = xp.empty_like(w_sorted)
@@ -58,4 +61,4 @@ def mistralrs_sample(weights: Any, u: Any) -> Any:
         raise ValueError(f"rows {xp.nonzero(total <= 0)[0].tolist()} have no positive weight")
     uu = unit_param(u, B, "u", xp)
     cum = xp.cumsum(w, axis=1)
-    return (cum <= (uu * total)[:, None]).sum(axis=1).clip(0, w.shape[1] - 1).astype(xp.int64)
+    return first_reach(xp, cum, uu * total, strict=True).clip(0, w.shape[1] - 1).astype(xp.int64)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_impl._array import NEG_INF, as_logits, drop, nonneg, on_rows, quiet, row_param
-from gpu_impl._order import nth_largest
+from gpu_impl._order import first_reach, nth_largest
 from gpu_impl.engines._common import first_n_ascending, history_counts
 from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
 
@@ -52,7 +52,7 @@ def _top_p_rows(xp, x: Any, row_max: Any, p: Any, mk: Any) -> Any:
     with quiet():
         probs = xp.exp(srt - row_max[:, None]) / s[:, None]
     cum = xp.cumsum(probs, axis=1)  # float32, as torch
-    n = xp.minimum((cum <= (1.0 - p).astype(xp.float32)[:, None]).sum(axis=1), xp.maximum(V - mk, 0))
+    n = xp.minimum(first_reach(xp, cum, (1.0 - p).astype(xp.float32), strict=True), xp.maximum(V - mk, 0))
     return drop(xp, x, first_n_ascending(xp, x, srt, n))
 
 
@@ -95,7 +95,7 @@ def hf_typical(logits: Any, mass: Any, min_keep: Any = 1) -> Any:
     with quiet():
         probs = xp.exp(xp.take_along_axis(x, order, axis=1) - row_max[:, None]) / s[:, None]
     cum = xp.cumsum(probs, axis=1)
-    last = xp.minimum((cum < mass[:, None]).sum(axis=1), V - 1)
+    last = xp.minimum(first_reach(xp, cum, mass), V - 1)
     srt = xp.take_along_axis(shifted, order, axis=1)
     remove_sorted = srt > xp.take_along_axis(srt, last[:, None], axis=1)
     remove_sorted &= xp.arange(V)[None, :] >= mk[:, None]

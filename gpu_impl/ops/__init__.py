@@ -3,7 +3,7 @@ that owns the inputs; everything runs unchanged on NumPy). This package never im
 
 Contract (shared with oracle.ops, which states it op by op)
 -----------------------------------------------------------
-* Inputs float16, bfloat16 (ml_dtypes on NumPy; raw uint16 bits on CuPy) or float32; compute
+* Inputs float16, bfloat16 (ml_dtypes.bfloat16 on NumPy and CuPy) or float32; compute
   and outputs are float32. Integer arguments (positions, ids) must be integer arrays.
 * Non-finite values: NaN/inf propagate, confined to what they touch — a softmax/norm row, a
   RoPE pair, an attention output row (q or a visible k) or column (a visible v entry). Masked

@@ -38,15 +38,14 @@ def special(xp: ModuleType) -> ModuleType:
 
 
 def f32(xp: ModuleType, x: Any, name: str) -> Any:
-    """``x`` as float32 (exact for fp16 and bf16). On CuPy, uint16 means raw bfloat16 bits."""
+    """``x`` as float32 (exact for fp16 and bf16; bf16 is ``ml_dtypes.bfloat16`` on both backends)."""
     if not hasattr(x, "dtype"):
         x = xp.asarray(x)
     kind = x.dtype.name
     if kind == "float32":
         return x
-    if kind == "bfloat16" or (kind == "uint16" and xp is not np):
-        bits = x.view(np.uint16) if kind == "bfloat16" else x
-        return (bits.astype(xp.uint32) << 16).view(xp.float32)  # bf16 is the top half of an fp32
+    if kind == "bfloat16":
+        return (x.view(xp.uint16).astype(xp.uint32) << 16).view(xp.float32)  # bf16 is the top half of an fp32
     if kind in ("float16", "float64"):
         return x.astype(xp.float32)
     raise ValueError(f"{name} must be float16, bfloat16 or float32, got dtype {x.dtype}")

@@ -63,15 +63,32 @@ def iq4_nl(blocks: Any):
     return fields.f16_col(blocks, 0) * _levels(xp, IQ4_NL_LEVELS)[_codes4(blocks, 2)]
 
 
-def e8m0_half(e: Any):
-    """2^(e-128) as float32, built from its bit pattern (exact, subnormal for e < 2)."""
-    xp = array_module(e)
-    e32 = e.astype(xp.uint32)
-    bits = xp.where(e32 >= 2, (e32 - 1) << 23, xp.uint32(1) << (e32 + 21))
-    return bits.astype(xp.uint32).view(xp.float32)
+def _odd_times_pow2(v: int) -> tuple[int, int]:
+    """|v| = m * 2^s with m odd (m = s = 0 for v = 0)."""
+    a = abs(v)
+    s = (a & -a).bit_length() - 1 if a else 0
+    return a >> s, s
+
+
+# |level| = m * 2^s with m in {0, 1, 3}: the product level * 2^(e-128) is built from bits
+_MX_M, _MX_S = (np.array(col, np.int32) for col in zip(*map(_odd_times_pow2, MXFP4_LEVELS)))
+_MX_NEG = np.array([v < 0 for v in MXFP4_LEVELS], np.uint32)
 
 
 @register("MXFP4", 39, 32, 17)
 def mxfp4(blocks: Any):
+    """level * 2^(e-128) as float32 bits, exactly, subnormals included. Not a float product:
+    CuPy compiles its elementwise kernels with flush-to-zero, which turns the subnormal scales
+    2^-128 and 2^-127 (e < 2) into 0 before they are multiplied."""
     xp = array_module(blocks)
-    return e8m0_half(blocks[:, 0])[:, None] * _levels(xp, MXFP4_LEVELS)[_codes4(blocks, 1)]
+    codes = _codes4(blocks, 1)
+    m, neg = xp.asarray(_MX_M)[codes], xp.asarray(_MX_NEG)[codes]
+    k = blocks[:, 0].astype(xp.int32)[:, None] - 128 + xp.asarray(_MX_S)[codes]  # value = m * 2^k
+    three = (m == 3).astype(xp.int32)
+    lead = k + three  # exponent of the leading bit
+    normal = ((lead + 127).astype(xp.uint32) << 23) | (three.astype(xp.uint32) << 22)
+    tiny = m.astype(xp.uint32) << xp.clip(k + 149, 0, 31).astype(xp.uint32)  # subnormal: m * 2^(k+149) ulps
+    bits = xp.where(lead >= -126, normal, tiny)
+    bits = xp.where(lead > 127, xp.uint32(0x7F800000), bits)  # past float32's range: inf, as the product
+    bits = xp.where(m == 0, xp.uint32(0), bits) | (neg << 31)
+    return bits.astype(xp.uint32).view(xp.float32)

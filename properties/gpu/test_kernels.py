@@ -1,0 +1,159 @@
+"""Device smoke and agreement tests for gpu_impl's CuPy kernels: every entry point compiles and
+runs, exact results (order statistics, top_k) are bit-identical to the NumPy path, rounded ones
+sit inside the oracle's bracket, the fused chain equals the unfused NumPy chain wherever no float
+decision is within its error model, and a chain replays from a CUDA graph (so it has no host
+synchronisation). Skipped, with the reason, where no CUDA device is usable."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import gpu_impl as g
+from gpu_impl.engines import llama_cpp_chain
+from properties.backends import load_impl
+from properties.samplers.records import RECORDS_BY_NAME
+from properties.samplers.checks import check_matches_oracle
+from properties.numerics import U32, mass_allowance, softmax_error
+from properties.gpu.device_cases import FAMILIES, SHAPES, cp, needs_device, normal_rows, per_row, rows
+from properties.samplers.strategies import Case
+
+pytestmark = needs_device
+SMALL = [s for s in SHAPES if s[0] * s[1] <= 200_000]
+
+
+def test_every_entry_point_compiles_and_loads():
+    from gpu_impl.kernels import ENTRY_POINTS
+    from gpu_impl.kernels._build import fn
+    assert all(fn(name) is not None for name in ENTRY_POINTS)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_nth_largest_is_the_sorted_value(family, shape):
+    from gpu_impl.kernels import nth_largest
+    x = rows(family, shape)
+    B, V = shape
+    n = per_row([1, 2, 40, V // 2 + 1, V, 1024], B, np.int64).clip(1, V)
+    got = nth_largest(cp.asarray(x), cp.asarray(n)).get()
+    want = np.sort(x, axis=1)[:, ::-1][np.arange(B), n - 1]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_top_k_bit_identical_to_numpy(family, shape):
+    x = rows(family, shape)
+    B, V = shape
+    k = per_row([1, 40, 0, V - 1, 2, V + 3, -1, 1025], B, np.int64)
+    np.testing.assert_array_equal(g.top_k(cp.asarray(x), cp.asarray(k)).get(), g.top_k(x, k))
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("family", FAMILIES)
+def test_softmax_within_error_model(family, shape):
+    x = rows(family, shape)
+    p = g.softmax(cp.asarray(x)).get()
+    for b in range(shape[0]):
+        if np.isfinite(x[b]).any():
+            rep = softmax_error(p[b], x[b].astype(np.float64))
+            assert rep.ok, f"row {b}: {rep.describe()}"
+        else:
+            assert (p[b] == 0).all()
+
+
+_PARAMS = {
+    "top_k": lambda B, V: {"k": per_row([1, 40, 0, V - 1, 1025], B, np.int64)},
+    "top_p": lambda B, V: {"p": per_row([0.95, 0.0, 0.5, 0.999, 1.0, 0.9], B, np.float32),
+                           "min_keep": per_row([0, 1, 3, 0, 0, 1500], B, np.int64)},
+    "min_p": lambda B, V: {"p": per_row([0.05, 0.5, 1.0, 1e-6, 0.0, 0.2], B, np.float32),
+                           "min_keep": per_row([0, 3, 0, 1, 0, 1100], B, np.int64)},
+    "dist": lambda B, V: {"u": per_row([0.0, 0.3, 0.999999, 0.5, 0.7], B)},
+    "greedy": lambda B, V: {},
+}
+
+
+@pytest.mark.parametrize("shape", SMALL, ids=str)
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("name", sorted(_PARAMS))
+def test_kernel_paths_inside_the_oracle_bracket(name, family, shape):
+    record = RECORDS_BY_NAME[name]
+    x = rows(family, shape)
+    if name in ("dist", "greedy") and not np.isfinite(x).any(axis=1).all():
+        pytest.skip("selection needs a finite logit in every row")
+    case = Case(family, shape[1], "float32", tuple(range(shape[0])), _PARAMS[name](*shape), x)
+    check_matches_oracle(load_impl("gpu_impl", "cupy"), record, case)
+
+
+def _chain_params(B: int, V: int) -> dict:
+    return dict(k=per_row([40, 0, 1, 1024, 40, 7], B, np.int64), p=per_row([0.95, 0.9, 1.0, 0.5, 0.0, 0.95], B),
+                m=per_row([0.05, 0.0, 0.1, 0.05, 0.5, 2.0], B), t=per_row([0.8, 1.0, 0.0, 1.5, -1.0, 0.7], B))
+
+
+def _ambiguous(row: np.ndarray, k: int, p: float, m: float) -> bool:
+    """Does a float decision of the chain sit within its error model on this row (then the
+    fused and unfused chains may legally differ)? top_p: a cumulative mass within the allowance
+    of p; min_p: a logit within the threshold's rounding of max + ln m."""
+    fin = np.sort(row[np.isfinite(row)].astype(np.float64))[::-1]
+    if fin.size == 0:
+        return False
+    n = fin.size if k <= 0 or k >= row.size else min(k, fin.size)
+    top = fin[:n]
+    if p < 1:
+        e = np.exp(top - top[0])
+        cum = np.cumsum(e) / e.sum()
+        if (np.abs(cum - p) <= mass_allowance(n, row.size)).any():
+            return True
+    if m > 0:
+        thr = top[0] + np.log(m)
+        if (np.abs(top - thr) <= 4 * U32 * (abs(top[0]) + abs(np.log(m)) + 1)).any():
+            return True
+    return False
+
+
+@pytest.mark.parametrize("shape", [(64, 262144), (6, 1000), (6, 4099), (3, 7)], ids=str)
+@pytest.mark.parametrize("family", ["normal", "flat", "plateaus", "neg_inf", "near_ties"])
+def test_fused_chain_equals_unfused_numpy_chain(family, shape):
+    B, V = shape
+    x = normal_rows(B, V) if family == "normal" else rows(family, shape)
+    prm = _chain_params(B, V)
+    args = (np.full((B, 1), -1), 0, 1.0, 0.0, 0.0)
+    want = llama_cpp_chain(x, *args, prm["k"], prm["p"], prm["m"], prm["t"])
+    got = llama_cpp_chain(cp.asarray(x), *args, *(cp.asarray(prm[n]) for n in "kpmt")).get()
+    from gpu_impl import kernels  # the kernel entry point, with the output max dist reads
+    plan = kernels.plan_chain(B, V, prm["k"], prm["p"].astype(np.float32), 0, prm["m"].astype(np.float32), 0,
+                              prm["t"].astype(np.float32))
+    y_max = cp.empty(B, cp.float32)
+    y = kernels.chain_rows(cp.asarray(x), None, plan, out_max=y_max)
+    np.testing.assert_array_equal(y.get(), got)
+    np.testing.assert_array_equal(y_max.get(), y.max(axis=1).get())
+    for b in range(B):
+        if not _ambiguous(x[b], int(prm["k"][b]), float(prm["p"][b]), float(prm["m"][b])):
+            np.testing.assert_array_equal(got[b], want[b], err_msg=f"row {b}, params { {n: prm[n][b] for n in prm} }")
+
+
+def test_chain_and_dist_replay_from_a_cuda_graph():
+    """No host synchronisation inside the fused chain and dist: both capture into a CUDA graph,
+    and the replay gives the eager result bit for bit."""
+    from gpu_impl import kernels
+    B, V = 8, 32768
+    x = cp.asarray(normal_rows(B, V, seed=3))
+    plan = kernels.plan_chain(B, V, 40, 0.95, 0, 0.05, 0, 0.8)
+    row_max = x.max(axis=1)
+    u = cp.asarray(per_row([0.1, 0.5, 0.9, 0.99], B))
+
+    y_max = cp.empty(B, cp.float32)
+
+    def sample():
+        y = kernels.chain_rows(x, row_max, plan, out_max=y_max)
+        if not stream.is_capturing():  # the chain's own output max is the output's max, bit for bit
+            np.testing.assert_array_equal(y_max.get(), y.max(axis=1).get())
+        return kernels.dist_rows(y, y_max, u)
+    stream = cp.cuda.Stream(non_blocking=True)
+    with stream:
+        eager = sample()  # also compiles the kernels and warms the memory pool
+        stream.begin_capture()
+        ids = sample()
+        graph = stream.end_capture()
+        graph.launch()
+    stream.synchronize()
+    np.testing.assert_array_equal(ids.get(), eager.get())

@@ -1,0 +1,145 @@
+"""``logitcheck device-check``: one command for a run on a CUDA device.
+
+Steps, each with its own time limit so that one slow step cannot starve the others:
+1. probe: the device, NVRTC and cuBLAS (``properties.backends.cupy_device_reason``); without a
+   usable device the command stops here with exit status 1;
+2. smoke: ``properties/gpu`` (every kernel compiled and run, kernels vs NumPy and the oracle,
+   NumPy vs CuPy backends on fp32/fp16/bf16, a chain replayed from a CUDA graph);
+3. benchmarks: ``properties.gpu.device_bench.run_all`` (each kernel and the default chain against
+   the torch sort-based reference and the one-read bandwidth floor);
+4. suite: the whole property suite with ``--backend cupy`` (pytest-xdist workers when installed);
+5. report: ``OUT/results.json`` and ``OUT/index.html`` with the GPU tables added.
+Exit status 0 when smoke and suite passed, 1 otherwise (2: no page could be written).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def add_parser(sub: Any) -> None:
+    d = sub.add_parser("device-check", help="smoke test, suite with --backend cupy and benchmarks on a CUDA device",
+                       description=__doc__.split("\n\n")[0])
+    d.add_argument("--out", type=Path, default=Path("device-report"), help="output directory (default ./device-report)")
+    d.add_argument("--profile", default="ci", help="hypothesis profile of the suite (default ci)")
+    d.add_argument("--workers", type=int, default=min(12, os.cpu_count() or 1),
+                   help="pytest-xdist workers for smoke and suite (default min(12, cores))")
+    d.add_argument("--smoke-timeout", type=int, default=150)
+    d.add_argument("--bench-timeout", type=int, default=120)
+    d.add_argument("--suite-timeout", type=int, default=300)
+    d.add_argument("--skip", default="", help="comma-separated steps to leave out: smoke, bench, suite")
+
+
+def _pytest(args: list[str], out: Path, name: str, workers: int, timeout: int) -> dict[str, Any]:
+    """Run pytest in a child process; returns the outcome counts read from its JUnit XML."""
+    cmd = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", "-q", "-rfE", "--tb=short",
+           f"--junitxml={out / (name + '.xml')}"]
+    if workers > 1 and importlib.util.find_spec("xdist"):
+        cmd += ["-n", str(workers)]
+    t0 = time.monotonic()
+    print(f"device-check: {name}: {' '.join(cmd[3:])}", flush=True)
+    with open(out / f"{name}.log", "w") as log:
+        try:
+            code = subprocess.run(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, timeout=timeout).returncode
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+    res = {"step": name, "exit": code, "seconds": round(time.monotonic() - t0, 1), **_junit_counts(out / f"{name}.xml")}
+    print(f"device-check: {name}: {res}", flush=True)
+    return res
+
+
+def _junit_counts(path: Path) -> dict[str, Any]:
+    import xml.etree.ElementTree as ET
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):
+        return {"tests": 0, "failed": None}
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    failed = [f"{c.get('classname')}::{c.get('name')}" for c in suite.iter("testcase")
+              if c.find("failure") is not None or c.find("error") is not None]
+    get = lambda k: int(suite.get(k, 0))  # noqa: E731
+    return {"tests": get("tests"), "failed": len(failed), "skipped": get("skipped"), "failures": failed[:50]}
+
+
+def device_check(args: argparse.Namespace) -> int:
+    from properties.backends import cupy_device_reason
+    out: Path = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    reason = cupy_device_reason()
+    if reason:
+        print(f"device-check: no usable CUDA device: {reason}", file=sys.stderr)
+        return 1
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    steps: list[dict[str, Any]] = []
+    if "smoke" not in skip:
+        steps.append(_pytest(["properties/gpu", "--hypothesis-profile", args.profile], out, "smoke", args.workers,
+                             args.smoke_timeout))
+    bench: dict[str, Any] = {}
+    if "bench" not in skip:
+        bench = _bench(out, args.bench_timeout)
+    if "suite" not in skip:
+        steps.append(_pytest(["properties", "--ignore=properties/gpu", "--backend", "cupy", "--hypothesis-profile", args.profile,
+                              "--lc-results", str(out / "results.json")], out, "suite", args.workers,
+                             args.suite_timeout))
+    written = _report(out, steps, bench)
+    print("device-check summary:")
+    for s in steps:
+        print(f"  {s['step']}: {s['tests']} tests, {s['failed']} failed, {s.get('skipped', 0)} skipped, "
+              f"exit {s['exit']}, {s['seconds']} s")
+        for f in s.get("failures") or []:
+            print(f"    FAILED {f}")
+    if bench.get("table"):
+        print(bench["table"])
+    if not written:
+        return 2
+    return 0 if all(s["exit"] == 0 for s in steps) else 1
+
+
+def _bench(out: Path, timeout: int) -> dict[str, Any]:
+    """Benchmarks in a child process (a hung kernel cannot hang the command)."""
+    code = ("import json, sys; from properties.gpu.device_bench import run_all, table; r = run_all(); "
+            "r['table'] = table(r); json.dump(r, open(sys.argv[1], 'w'), indent=1)")
+    path = out / "bench.json"
+    print("device-check: bench", flush=True)
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, capture_output=True, text=True,
+                              timeout=timeout)
+        if proc.returncode:
+            return {"error": proc.stderr[-3000:]}
+    except subprocess.TimeoutExpired:
+        return {"error": f"benchmarks timed out after {timeout} s"}
+    return json.loads(path.read_text())
+
+
+def _report(out: Path, steps: list[dict[str, Any]], bench: dict[str, Any]) -> bool:
+    from reports.render import render
+    path = out / "results.json"
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError):
+        results = {"meta": {"impl": "gpu_impl", "backend": "cupy", "error": "the suite wrote no results"},
+                   "tests": [], "worst_error": [], "examples": [], "tables": {}}
+    tables = results.setdefault("tables", {})
+    tables["gpu_device_check"] = [{k: v for k, v in s.items() if k != "failures"} for s in steps]
+    if bench.get("timings"):
+        tables["gpu_kernel_timings"] = bench["timings"]
+        tables["gpu_device"] = {"device": bench.get("device"), "copy_bandwidth_GBps": bench.get("copy_bandwidth_GBps"),
+                                "public_chain_us": json.dumps(bench.get("public_chain_us"))}
+    elif bench.get("error"):
+        tables["gpu_device"] = {"benchmark_error": bench["error"]}
+    path.write_text(json.dumps(results, indent=1, default=str))
+    try:
+        (out / "index.html").write_text(render(results), encoding="utf-8")
+    except ValueError as exc:
+        print(f"device-check: cannot render the report: {exc}", file=sys.stderr)
+        return False
+    return True
