@@ -36,7 +36,16 @@ class Site:
     k: int = 0
     """A product's reduction length."""
     magnitude: np.ndarray | None = None
-    """A product's Σ|w·x| per output entry (its rounding scale)."""
+    """The size the op's rounding scales with, per output entry: Σ|w·x| for a product, the
+    largest visible |v| for attention, |act(g)|+|g|)·|up| for a gated unit, |a|+|b| for a sum."""
+    positions: np.ndarray | None = None
+    pairs: tuple[np.ndarray, np.ndarray] | None = None
+    """RoPE: per entry of a head, its pair index (-1: not rotated) and the pair's frequency."""
+    score: np.ndarray | None = None
+    """Attention: per token and head, the largest scale·Σ|q||k| over the cached keys."""
+    weights: np.ndarray | None = None
+    """Attention: the probabilities [T, Hq, keys] and the values [keys, Hq, Dv] they average."""
+    values: np.ndarray | None = None
 
 
 Hook = Callable[[Site, np.ndarray], np.ndarray]
@@ -60,6 +69,25 @@ class State:
         self.n_past = 0
 
 
+def _rope_pairs(hp) -> tuple[np.ndarray, np.ndarray]:
+    """Per entry of a head: its RoPE pair index (-1 past n_rot) and that pair's frequency."""
+    half = hp.n_rot // 2
+    idx = np.full(hp.head_dim, -1)
+    i = np.arange(half)
+    first = 2 * i if hp.spec.rope_mode == "normal" else i
+    second = first + 1 if hp.spec.rope_mode == "normal" else i + half
+    idx[first], idx[second] = i, i
+    freq = np.where(idx >= 0, hp.rope_scale * hp.rope_base ** (-2.0 * np.maximum(idx, 0) / hp.n_rot), 0.0)
+    return idx, freq
+
+
+def _pair_norm(x: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """|entry| replaced by the norm of its RoPE pair: a rotation's rounding scales with the pair."""
+    sq = np.zeros((*x.shape[:-1], idx.max() + 2))
+    np.add.at(sq, (..., idx), x * x)  # index -1 collects the pass-through entries, unused
+    return np.where(idx >= 0, np.sqrt(sq[..., idx]), np.abs(x))
+
+
 def _tokens(model: Model, tokens: Sequence[int] | np.ndarray) -> np.ndarray:
     ids = np.asarray(tokens)
     if ids.ndim != 1 or ids.size == 0 or ids.dtype.kind not in "iu":
@@ -76,10 +104,11 @@ class _Pass:
         self.rec: dict[str, np.ndarray] = {}
         self.layer = -1
 
-    def emit(self, name: str, op: str, value: np.ndarray, **info) -> np.ndarray:
+    def emit(self, name: str, op: str, value: np.ndarray, magnitude: Callable | None = None, **info) -> np.ndarray:
         full = f"{name}-{self.layer}" if name and self.layer >= 0 else name
         if self.hook is not None:
-            value = self.hook(Site(full, op, self.layer, **info), value)
+            mag = np.abs(value) if magnitude is None else magnitude(value)
+            value = self.hook(Site(full, op, self.layer, magnitude=mag, **info), value)
         if full:
             self.rec[full] = value.reshape(value.shape[0], -1)
         return value
@@ -89,13 +118,24 @@ class _Pass:
         w = w if rows is None else w[:rows]
         qt = self.m.qtype(weight)
         if self.hook is not None:
+            w = self.hook(Site("", "weight", self.layer, weight, qt, w.shape[1]), w)
             x = self.hook(Site("", "matmul_input", self.layer, weight, qt, w.shape[1]), x)
-        y = ops.matmul(x, w.T)
-        mag = np.abs(x) @ np.abs(w).T if self.hook is not None else None
-        return self.emit(name, "matmul", y, weight=weight, qtype=qt, k=w.shape[1], magnitude=mag)
+        return self.emit(name, "matmul", ops.matmul(x, w.T), lambda _: np.abs(x) @ np.abs(w).T,
+                         weight=weight, qtype=qt, k=w.shape[1])
 
     def norm(self, x: np.ndarray, weight: str, name: str) -> np.ndarray:
-        return self.emit(name, "rms_norm", ops.rms_norm(x, self.m.weight(weight), self.hp.rms_eps))
+        return self.emit(name, "rms_norm", ops.rms_norm(x, self.m.weight(weight), self.hp.rms_eps), k=x.shape[-1])
+
+    def _attention_terms(self, q: np.ndarray, cache: ops.KVCache, pos: np.ndarray, attn: dict) -> dict:
+        """What attention's rounding scales with: score sizes, the probabilities (attention
+        itself averaging one-hot values returns them) and the values, per query head."""
+        g = q.shape[1] // cache.k.shape[1]
+        kk, vv = np.repeat(cache.k, g, axis=1), np.repeat(cache.v, g, axis=1)
+        n = len(cache)
+        onehot = np.broadcast_to(np.eye(n)[:, None, :], (n, cache.k.shape[1], n))
+        probs = ops.attention(q, cache.k, onehot, pos, cache.positions, **attn)
+        score = self.hp.attn_scale * np.einsum("thd,jhd->thj", np.abs(q), np.abs(kk)).max(axis=-1)
+        return {"score": score, "weights": probs, "values": vv}
 
     def block(self, il: int, x: np.ndarray, pos: np.ndarray, cache: ops.KVCache) -> np.ndarray:
         hp, spec, p = self.hp, self.hp.spec, f"blk.{il}."
@@ -109,30 +149,34 @@ class _Pass:
             q = self.norm(q, p + "attn_q_norm.weight", "Qcur_normed")
             k = self.norm(k, p + "attn_k_norm.weight", "Kcur_normed")
         rope = dict(n_dims=hp.n_rot, mode=spec.rope_mode, freq_base=hp.rope_base, freq_scale=hp.rope_scale)
-        q = self.emit("Qcur", "rope", ops.rope(q, pos, **rope))
-        k = self.emit("Kcur", "rope", ops.rope(k, pos, **rope))
+        geo = _rope_pairs(hp) if self.hook else None
+        pair_norm = (lambda y: _pair_norm(y, geo[0])) if self.hook else None
+        q = self.emit("Qcur", "rope", ops.rope(q, pos, **rope), pair_norm, positions=pos, pairs=geo)
+        k = self.emit("Kcur", "rope", ops.rope(k, pos, **rope), pair_norm, positions=pos, pairs=geo)
         cache.append(k, v, pos)
-        o = ops.attention(q, cache.k, cache.v, pos, cache.positions, scale=hp.attn_scale,
-                          window=hp.window_of(il), softcap=hp.attn_softcap)
-        o = self.emit("kqv_out", "attention", o.reshape(t, -1))
+        attn = dict(scale=hp.attn_scale, window=hp.window_of(il), softcap=hp.attn_softcap)
+        o = ops.attention(q, cache.k, cache.v, pos, cache.positions, **attn)
+        extra = self._attention_terms(q, cache, pos, attn) if self.hook else {}
+        o = self.emit("kqv_out", "attention", o.reshape(t, -1), k=len(cache), **extra)
         o = self.linear(o, p + "attn_output.weight", "attn_out")
         if spec.post_norms:
             o = self.norm(o, p + "post_attention_norm.weight", "attn_post_norm")
-        r = self.emit("sa_out" if spec.post_norms else "ffn_inp", "add", o + x)
+        r = self.emit("sa_out" if spec.post_norms else "ffn_inp", "add", o + x, lambda _: np.abs(o) + np.abs(x))
         f = self.norm(r, p + "ffn_norm.weight", "ffn_norm")
         g = self.linear(f, p + "ffn_gate.weight", "ffn_gate")
         u = self.linear(f, p + "ffn_up.weight", "ffn_up")
         glu = ops.swiglu(g, u) if spec.mlp == "swiglu" else ops.geglu(g, u, approximate="tanh")
-        h = self.emit(f"ffn_{spec.mlp}", "glu", glu)
+        act = ops.silu if spec.mlp == "swiglu" else ops.gelu
+        h = self.emit(f"ffn_{spec.mlp}", "glu", glu, lambda _: (np.abs(g) + np.abs(act(g))) * np.abs(u))
         d = self.linear(h, p + "ffn_down.weight", "ffn_out")
         if spec.post_norms:
             d = self.norm(d, p + "post_ffw_norm.weight", "ffn_post_norm")
-        return self.emit("l_out", "add", d + r)
+        return self.emit("l_out", "add", d + r, lambda _: np.abs(d) + np.abs(r))
 
     def run(self, ids: np.ndarray, pos: np.ndarray, state: State) -> np.ndarray:
         hp = self.hp
         table = self.m.weight("token_embd.weight")
-        x = self.emit("embd", "get_rows", ops.embedding(table, ids))
+        x = self.emit("embd", "get_rows", ops.embedding(table, ids), lambda _: np.zeros(1))
         if hp.spec.embed_scaled:
             x = self.emit("inp_scaled", "scale", ops.embedding(table, ids, scale=hp.embed_scale))
         for il in range(hp.n_layer):
