@@ -127,14 +127,17 @@ class _Pass:
         return self.emit(name, "rms_norm", ops.rms_norm(x, self.m.weight(weight), self.hp.rms_eps), k=x.shape[-1])
 
     def _attention_terms(self, q: np.ndarray, cache: ops.KVCache, pos: np.ndarray, attn: dict) -> dict:
-        """What attention's rounding scales with: score sizes, the probabilities (attention
-        itself averaging one-hot values returns them) and the values, per query head."""
+        """What attention's rounding scales with: the score sizes, the probabilities and the
+        values, per query head (the probabilities from the same scores, softcap and visibility
+        that ops.attention uses)."""
         g = q.shape[1] // cache.k.shape[1]
         kk, vv = np.repeat(cache.k, g, axis=1), np.repeat(cache.v, g, axis=1)
-        n = len(cache)
-        onehot = np.broadcast_to(np.eye(n)[:, None, :], (n, cache.k.shape[1], n))
-        probs = ops.attention(q, cache.k, onehot, pos, cache.positions, **attn)
-        score = self.hp.attn_scale * np.einsum("thd,jhd->thj", np.abs(q), np.abs(kk)).max(axis=-1)
+        s = attn["scale"] * np.einsum("thd,jhd->thj", q, kk)
+        if attn["softcap"] > 0:
+            s = ops.softcap(s, attn["softcap"])
+        vis = ops.visibility(pos, cache.positions, True, attn["window"])[:, None, :]
+        probs = ops.softmax(s, mask=np.where(vis, 0.0, -np.inf))
+        score = attn["scale"] * np.einsum("thd,jhd->thj", np.abs(q), np.abs(kk)).max(axis=-1)
         return {"score": score, "weights": probs, "values": vv}
 
     def block(self, il: int, x: np.ndarray, pos: np.ndarray, cache: ops.KVCache) -> np.ndarray:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from oracle.models import Forward, Model, Site, forward, stepwise
+from oracle.models.parity import compare
 
 U32, U16, UBF16 = 2.0**-24, 2.0**-11, 2.0**-8
 MARGIN = 4.0
@@ -147,12 +148,31 @@ class Envelope:
     exact: Forward
     logits: float
     """Largest |Δlogit| seen over the runs."""
+    per_position: np.ndarray
+    """Per position, the largest |Δlogit| seen."""
+    kld: float
+    """Largest KL(exact ‖ perturbed) of any position in any run."""
     tensors: dict[str, float]
     """Per named intermediate, the largest |Δ| relative to the tensor's largest |value|."""
 
     @property
     def bound(self) -> float:
+        """max |Δlogit| a correct engine may show."""
         return MARGIN * self.logits
+
+    @property
+    def position_bounds(self) -> np.ndarray:
+        return MARGIN * self.per_position
+
+    @property
+    def kld_bound(self) -> float:
+        """Per-position KL: quadratic in small logit changes, so MARGIN² times the envelope; and
+        never above what max |Δ| <= bound implies (Hoeffding: KL <= (2·bound)²/8)."""
+        return min(MARGIN**2 * self.kld, self.bound**2 / 2)
+
+    def tensor_bounds(self, floor: float = 0.0) -> dict[str, float]:
+        """Relative-error thresholds per tensor for ``oracle.models.layers.compare``."""
+        return {k: max(MARGIN * v, floor) for k, v in self.tensors.items()}
 
 
 def _rel(a: np.ndarray, b: np.ndarray) -> float:
@@ -166,10 +186,11 @@ def envelope(model: Model, tokens, engine: str, *, runs: int = RUNS, seed: int =
     run = (lambda hook: forward(model, tokens, hook=hook)) if chunk is None else \
         (lambda hook: stepwise(model, tokens, chunk, hook=hook))
     exact = run(None)
-    worst, rel = 0.0, {k: 0.0 for k in exact.tensors}
+    pos, kld, rel = np.zeros(exact.logits.shape[0]), 0.0, {k: 0.0 for k in exact.tensors}
     for r in range(runs):
         noisy = run(noise_hook(eng, np.random.default_rng([seed, r])))
-        worst = max(worst, float(np.abs(noisy.logits - exact.logits).max()))
+        pos = np.maximum(pos, np.abs(noisy.logits - exact.logits).max(axis=1))
+        kld = max(kld, float(compare(exact.logits, noisy.logits).kld.max()))
         for k in rel:
             rel[k] = max(rel[k], _rel(noisy.tensors[k], exact.tensors[k]))
-    return Envelope(exact, worst, rel)
+    return Envelope(exact, float(pos.max()), pos, kld, rel)
