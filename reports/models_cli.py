@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import numpy as np
 
 COMMANDS = ("forward", "parity", "layers")
 ENGINES = ("oracle", "gpu_impl", "llama.cpp")
+ERROR_MODELS = ("llama.cpp-cpu", "gpu_impl-float32", "gpu_impl-float16")
 
 
 def add_subcommands(sub: Any) -> None:
@@ -50,6 +52,9 @@ def add_subcommands(sub: Any) -> None:
     la.add_argument("--threshold", type=float, default=1e-2,
                     help="relative error max|Δ|/max|ref| that counts as divergence (default 0.01)")
     la.add_argument("--model", type=Path, default=None, help="the GGUF, for norm-weight statistics per layer")
+    la.add_argument("--error-model", choices=ERROR_MODELS, default=None,
+                    help="instead of one threshold, give every tensor the bound of this engine's error model "
+                         "(needs --model; REF must be the oracle's run of the same tokens)")
 
 
 def _tokens(text: str) -> list[int]:
@@ -143,7 +148,20 @@ def _tensors(path: Path) -> dict[str, np.ndarray]:
 def layers(args: argparse.Namespace) -> int:
     from oracle.models.layers import OP_WHAT, compare, growth, norm_weights
 
-    rows, first = compare(_tensors(args.ref), _tensors(args.test), args.threshold)
+    threshold: Any = args.threshold
+    if args.error_model is not None:
+        if args.model is None:
+            raise ValueError("--error-model needs --model (the GGUF both runs used)")
+        from oracle.models import load_model
+        from properties.models.error_model import envelope
+
+        with np.load(args.ref) as z:
+            if "tokens" not in z:
+                raise ValueError(f"{args.ref}: no 'tokens' array: --error-model needs the tokens of the run")
+            toks = z["tokens"]
+        bounds = envelope(load_model(args.model), toks, args.error_model).tensor_bounds()
+        threshold = defaultdict(lambda: args.threshold, bounds)
+    rows, first = compare(_tensors(args.ref), _tensors(args.test), threshold)
     if not rows:
         raise ValueError("REF and TEST share no named tensor")
     print(f"{'tensor':<18} {'cosine':>10} {'rel err':>10} {'rms rel':>10} {'norm ratio':>10}")
@@ -160,7 +178,8 @@ def layers(args: argparse.Namespace) -> int:
             print(f"norm weights {s['tensor']:<34} mean|w| {s['mean_abs']:.4g}  max|w| {s['max_abs']:.4g}  "
                   f"gain {s['gain']:.3g}")
     if first is None:
-        print(f"logitcheck layers: no tensor beyond relative error {args.threshold:g}")
+        print("logitcheck layers: no tensor beyond " + (f"relative error {args.threshold:g}" if args.error_model is None
+                                                        else f"the {args.error_model} error model's bounds"))
         return 0
     where = "before the blocks" if first.layer < 0 else ("after the blocks" if first.layer >= 10**6
                                                           else f"layer {first.layer}")

@@ -54,8 +54,12 @@ class Decoder:
         c, o, w, t = self.cfg, self.ops, self.ckpt, x.shape[0]
         b = f"blk.{i}."
         h = self._op("attn_norm", i, o.rms_norm, x, w[b + "attn_norm.weight"], c.eps)
-        self.where = ("Vcur", i)
+        self.where = ("qkv", i)
         q, k, v = o.project_qkv(h, w[b + "attn_qkv.weight"], c.heads, c.kv_heads, c.head_dim)
+        want = [(t, c.heads, c.head_dim), (t, c.kv_heads, c.head_dim), (t, c.kv_heads, c.head_dim)]
+        if [tuple(a.shape) for a in (q, k, v)] != want:
+            raise ValueError(f"project_qkv returned q/k/v of shapes {[tuple(a.shape) for a in (q, k, v)]}, "
+                             f"expected {want}")
         q, k, v = self._store(q), self._store(k), self._keep("Vcur", i, v)
         if c.traits.get("head_norm"):
             q = self._op("Qcur_normed", i, o.rms_norm, q, w[b + "attn_q_norm.weight"], c.eps)
@@ -94,7 +98,7 @@ class Decoder:
         self.where = ("result_output", -1)
         logits = o.output_logits(n, self.ckpt["output.weight"], c.vocab)
         if c.logit_cap > 0:
-            logits = o.softcap(logits, c.logit_cap)
+            logits = o.softcap(logits, cap=c.logit_cap)
         self.n_past += ids.shape[0]
         out = _host(logits).astype(np.float32)
         self.trace.setdefault("result_output", []).append(out)

@@ -21,7 +21,7 @@ OP_ORDER = ("embd", "inp_scaled", "attn_norm", "Qcur_normed", "Kcur_normed", "Qc
             "ffn_geglu", "ffn_out", "ffn_post_norm", "l_out", "result_norm", "result_output")
 OP_WHAT = {"embd": "embedding lookup", "inp_scaled": "embedding scale", "attn_norm": "RMSNorm before attention",
            "Qcur_normed": "q head norm", "Kcur_normed": "k head norm", "Qcur": "q projection + RoPE",
-           "Kcur": "k projection + RoPE", "Vcur": "v projection", "kqv_out": "attention (RoPE, KV cache, softmax)",
+           "Kcur": "k projection + RoPE", "Vcur": "v projection", "qkv": "fused q/k/v projection", "kqv_out": "attention (RoPE, KV cache, softmax)",
            "attn_out": "attention output projection", "attn_post_norm": "RMSNorm after attention",
            "ffn_inp": "residual add (attention)", "sa_out": "residual add (attention)", "ffn_norm": "RMSNorm before MLP",
            "ffn_gate": "gate projection", "ffn_up": "up projection", "ffn_swiglu": "SwiGLU", "ffn_geglu": "GeGLU",
