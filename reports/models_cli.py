@@ -97,9 +97,14 @@ def forward(args: argparse.Namespace) -> int:
 
 
 def _load_logits(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
-    if path.suffix == ".npy":
-        return np.load(path), None
-    with np.load(path) as z:
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"{path}: not logits (.npz with 'logits', or .npy) nor a llama-perplexity KL-divergence "
+                         f"base file ({exc.__class__.__name__})") from None
+    if isinstance(z, np.ndarray):
+        return z, None
+    with z:
         if "logits" not in z:
             raise ValueError(f"{path}: no 'logits' array (keys: {', '.join(z.files)})")
         return z["logits"], (z["tokens"] if "tokens" in z else None)

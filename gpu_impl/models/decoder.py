@@ -84,9 +84,12 @@ class Decoder:
 
     def __call__(self, tokens: Sequence[int] | Any) -> np.ndarray:
         c, o, xp = self.cfg, self.ops, self.xp
-        ids = xp.asarray(np.asarray(tokens, dtype=np.int64))
-        if ids.ndim != 1 or ids.shape[0] == 0:
-            raise ValueError(f"a step needs a non-empty 1-D array of token ids, got shape {tuple(ids.shape)}")
+        host = np.asarray(tokens.get() if hasattr(tokens, "get") else tokens)
+        if host.ndim != 1 or host.size == 0 or host.dtype.kind not in "iu":
+            raise ValueError(f"a step needs a non-empty 1-D integer array of token ids, got {host.dtype} {host.shape}")
+        if host.min() < 0 or host.max() >= c.vocab:
+            raise ValueError(f"token ids must lie in [0, {c.vocab}), got {host.min()}..{host.max()}")
+        ids = xp.asarray(host.astype(np.int64))
         pos = xp.arange(self.n_past, self.n_past + ids.shape[0], dtype=xp.int64)
         if c.traits.get("scale_embd"):
             x = self._op("inp_scaled", -1, o.embedding, self.ckpt["token_embd.weight"], ids, scale=c.d_model ** 0.5)
@@ -114,11 +117,13 @@ def run(path_or_ckpt: Any, tokens: Sequence[int], *, chunk: int | None = None, d
     """Logits ``[T, V]`` and tensors for ``tokens``, fed ``chunk`` at a time (all at once by default)."""
     ckpt = path_or_ckpt if isinstance(path_or_ckpt, Checkpoint) else Checkpoint(path_or_ckpt, dtype)
     dec = Decoder(ckpt, ops)
-    toks = np.asarray(tokens, dtype=np.int64)
+    toks = np.asarray(tokens)
+    if toks.ndim != 1 or toks.size == 0 or toks.dtype.kind not in "iu":
+        raise ValueError(f"tokens must be a non-empty 1-D integer sequence, got {toks.dtype} {toks.shape}")
     step = toks.size if chunk is None else int(chunk)
     if step < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
-    if toks.size and (toks.min() < 0 or toks.max() >= ckpt.cfg.vocab):
+    if toks.min() < 0 or toks.max() >= ckpt.cfg.vocab:
         raise ValueError(f"token ids must lie in [0, {ckpt.cfg.vocab}), got {toks.min()}..{toks.max()}")
     logits = np.concatenate([dec(toks[s:s + step]) for s in range(0, toks.size, step)])
     return {"logits": logits, "tensors": dec.tensors()}

@@ -83,7 +83,7 @@ class Parity:
 
     @property
     def cosine_misleading(self) -> bool:
-        return bool(np.nanmean(self.cosine) >= COSINE_MATCH and
+        return bool(np.isfinite(self.cosine).any() and np.nanmean(self.cosine) >= COSINE_MATCH and
                     (self.topk_overlap[5] < 0.8 or self.same_top1.mean() < 0.9))
 
     def summary(self) -> dict[str, Any]:
@@ -94,6 +94,8 @@ class Parity:
         mse, mse_u = mean_and_uncertainty(self.dp ** 2)
         rms = float(np.sqrt(mse))
         ks, dps = np.sort(self.kld), np.sort(self.dp)
+        live = self.cosine[np.isfinite(self.cosine)]
+        cos_mean, cos_min = (float(live.mean()), float(live.min())) if live.size else (float("nan"), float("nan"))
         return {
             "positions": self.n, "mean_kld": kl, "mean_kld_unc": kl_u,
             "kld_percentiles": {name: percentile(ks, f) for name, f in PCTS},
@@ -102,8 +104,8 @@ class Parity:
             "rms_dp": rms, "rms_dp_unc": 0.5 / rms * mse_u if rms > 0 else 0.0,
             "topk_overlap": {str(k): v for k, v in self.topk_overlap.items()},
             "entropy_ref": self.entropy_ref, "entropy_test": self.entropy_test,
-            "max_abs_dlogit": self.max_abs_dlogit, "cosine_mean": float(np.nanmean(self.cosine)),
-            "cosine_min": float(np.nanmin(self.cosine)), "cosine_misleading": self.cosine_misleading,
+            "max_abs_dlogit": self.max_abs_dlogit, "cosine_mean": cos_mean, "cosine_min": cos_min,
+            "cosine_misleading": self.cosine_misleading,
             "notes": list(self.notes)}
 
 
