@@ -58,7 +58,7 @@ def test_mutant_is_located_in_the_forward_pass(mutant):
     TABLE[mutant.name] = {"bug": mutant.bug, "fixture": f"{arch}-{wtype} {mutant.dtype}", "verdict": e.verdict,
                           "first tensor": e.tensor, "layer": e.layer, "op": e.op,
                           "detail": e.detail if e.verdict in ("diverges", "raises") else where}
-    recording.table("model_zoo", TABLE)
+    recording.table("model_mutants", TABLE)
     assert e.verdict == want, f"{mutant.name}: expected {want}, got {e.verdict} ({e.tensor} {e.detail})"
     if want in ("diverges", "raises"):
         assert e.tensor == where, f"{mutant.name}: first divergence at {e.tensor}, expected {where} ({e.detail})"

@@ -54,7 +54,7 @@ def test_oracle_matches_llama_cpp_golden(fixture):
         "max_abs_dlogit": float(diff.max()), "dlogit_bound": e.bound, "error_over_bound": float(diff.max() / e.bound),
         "cosine_min": s["cosine_min"], "cosine_misleading": s["cosine_misleading"],
         "layer_rel_err": {k: float(np.abs(gold[k] - e.exact.tensors[k]).max() / np.abs(e.exact.tensors[k]).max())
-                          for k in gold if k != "logits"}})
+                          for k in gold if k != "logits"} | {"result_output": float(diff.max() / np.abs(oracle).max())}})
     assert diff.max() <= e.bound, f"{fixture}: max |Δlogit| {diff.max():.3g} > bound {e.bound:.3g}"
     assert par.kld.max() <= e.kld_bound, f"{fixture}: max KLD {par.kld.max():.3g} > bound {e.kld_bound:.3g}"
     bad = np.flatnonzero(must & ~same)

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import gpu_impl.models as gm
+from fixtures import goldens
 from oracle.models import forward
 from oracle.models.layers import compare as compare_layers
 from oracle.models.parity import compare
@@ -41,7 +42,8 @@ def judge(label: str, env, logits: np.ndarray, tensors: dict[str, np.ndarray]) -
     assert first is None, f"{label}: {first.name} off by {first.rel_err:.3g} (bound {first.threshold:.3g})"
     return {"max_abs_dlogit": float(diff.max()), "dlogit_bound": env.bound, "error_over_bound": float(diff.max() / env.bound),
             "mean_kld": float(par.kld.mean()), "same_top1": float(par.same_top1.mean()),
-            "worst_tensor_over_bound": max(r.rel_err / r.threshold for r in rows if r.threshold > 0)}
+            "worst_tensor_over_bound": max(r.rel_err / r.threshold for r in rows if r.threshold > 0),
+            "layer_rel_err": {r.name: r.rel_err for r in rows}}
 
 
 @pytest.mark.parametrize("arch, wtype, dtype", CASES, ids=lambda v: str(v))
@@ -50,6 +52,22 @@ def test_gpu_impl_forward_within_error_model(arch, wtype, dtype):
     out = gm.run(runs.path(arch, wtype), runs.TOKENS, dtype=dtype)
     stats = judge(f"{arch}-{wtype} {dtype}", env, out["logits"], out["tensors"])
     runs.note(f"{arch}-{wtype}", f"gpu_impl {dtype} vs oracle", stats)
+
+
+@pytest.mark.peer
+@pytest.mark.parametrize("arch, wtype, dtype", CASES, ids=lambda v: str(v))
+def test_gpu_impl_forward_against_llama_cpp_golden(arch, wtype, dtype):
+    """Both engines are within their own bound of the oracle, so they are within the sum of the
+    two bounds of each other."""
+    gold = goldens.load(arch, wtype)["logits"]
+    out = gm.run(runs.path(arch, wtype), runs.TOKENS, dtype=dtype)["logits"]
+    bound = runs.env(arch, wtype, f"gpu_impl-{dtype}").bound + runs.env(arch, wtype, "llama.cpp-cpu").bound
+    diff = float(np.abs(out - gold).max())
+    par = compare(gold, out, runs.TOKENS[1:])
+    runs.note(f"{arch}-{wtype}", f"gpu_impl {dtype} vs llama.cpp", {
+        "mean_kld": float(par.kld.mean()), "max_kld": float(par.kld.max()), "same_top1": float(par.same_top1.mean()),
+        "max_abs_dlogit": diff, "dlogit_bound": bound})
+    assert diff <= bound, f"{arch}-{wtype} {dtype}: gpu_impl is {diff:.3g} from llama.cpp > {bound:.3g}"
 
 
 @_DRAWS
