@@ -113,9 +113,10 @@ class Decoder:
 
 
 def run(path_or_ckpt: Any, tokens: Sequence[int], *, chunk: int | None = None, dtype: str = "float32",
-        ops: Any = None) -> dict[str, Any]:
-    """Logits ``[T, V]`` and tensors for ``tokens``, fed ``chunk`` at a time (all at once by default)."""
-    ckpt = path_or_ckpt if isinstance(path_or_ckpt, Checkpoint) else Checkpoint(path_or_ckpt, dtype)
+        ops: Any = None, xp: Any = np) -> dict[str, Any]:
+    """Logits ``[T, V]`` and tensors for ``tokens``, fed ``chunk`` at a time (all at once by
+    default), on backend ``xp`` (numpy, or cupy for the device); results come back as NumPy."""
+    ckpt = path_or_ckpt if isinstance(path_or_ckpt, Checkpoint) else Checkpoint(path_or_ckpt, dtype, xp)
     dec = Decoder(ckpt, ops)
     toks = np.asarray(tokens)
     if toks.ndim != 1 or toks.size == 0 or toks.dtype.kind not in "iu":
