@@ -121,8 +121,8 @@ def parity(args: argparse.Namespace) -> int:
         if test.shape[0] == base.n_chunk * base.n_ctx:
             test = test[rows]
         elif test.shape[0] != rows.size:
-            raise ValueError(f"{args.test}: {test.shape[0]} logit rows; the base file needs {base.n_chunk * base.n_ctx} "
-                             f"(every evaluated position) or {rows.size} (the scored ones)")
+            raise ValueError(f"{args.test}: {test.shape[0]} logit rows; the base file needs "
+                             f"{base.n_chunk * base.n_ctx} (every evaluated position) or {rows.size} (the scored ones)")
         res = compare(base.logprobs, test, base.next_tokens(), ref_is_logprob=True, floor=kld_base.FLOOR)
     else:
         ref, r_tokens = _load_logits(args.ref)

@@ -21,9 +21,11 @@ OP_ORDER = ("embd", "inp_scaled", "attn_norm", "Qcur_normed", "Kcur_normed", "Qc
             "ffn_geglu", "ffn_out", "ffn_post_norm", "l_out", "result_norm", "result_output")
 OP_WHAT = {"embd": "embedding lookup", "inp_scaled": "embedding scale", "attn_norm": "RMSNorm before attention",
            "Qcur_normed": "q head norm", "Kcur_normed": "k head norm", "Qcur": "q projection + RoPE",
-           "Kcur": "k projection + RoPE", "Vcur": "v projection", "qkv": "fused q/k/v projection", "kqv_out": "attention (RoPE, KV cache, softmax)",
+           "Kcur": "k projection + RoPE", "Vcur": "v projection", "qkv": "fused q/k/v projection",
+           "kqv_out": "attention (RoPE, KV cache, softmax)",
            "attn_out": "attention output projection", "attn_post_norm": "RMSNorm after attention",
-           "ffn_inp": "residual add (attention)", "sa_out": "residual add (attention)", "ffn_norm": "RMSNorm before MLP",
+           "ffn_inp": "residual add (attention)", "sa_out": "residual add (attention)",
+           "ffn_norm": "RMSNorm before MLP",
            "ffn_gate": "gate projection", "ffn_up": "up projection", "ffn_swiglu": "SwiGLU", "ffn_geglu": "GeGLU",
            "ffn_out": "down projection", "ffn_post_norm": "RMSNorm after MLP", "l_out": "residual add (MLP)",
            "result_norm": "final RMSNorm", "result_output": "output projection (+ final softcap)"}
@@ -72,9 +74,8 @@ def _row(name: str, ref: np.ndarray, test: np.ndarray, threshold: float) -> Row:
     with np.errstate(invalid="ignore", divide="ignore"):
         cos = float(a @ b / (na * nb)) if na > 0 and nb > 0 else float("nan")
         rel = float(np.abs(d).max() / np.abs(a).max()) if np.abs(a).max() > 0 else float(np.abs(d).max() > 0) * np.inf
-        return Row(name, op, layer, cos, rel if np.isfinite(d).all() else float("nan"),
-                   float(np.linalg.norm(d) / na) if na > 0 else float("nan"), float(nb / na) if na > 0 else float("nan"),
-                   threshold)
+        rms, ratio = (float(np.linalg.norm(d) / na), float(nb / na)) if na > 0 else (float("nan"), float("nan"))
+        return Row(name, op, layer, cos, rel if np.isfinite(d).all() else float("nan"), rms, ratio, threshold)
 
 
 def compare(ref: Mapping[str, np.ndarray], test: Mapping[str, np.ndarray],

@@ -21,7 +21,8 @@ def judge(label: str, env: Envelope, logits: np.ndarray, tensors: dict[str, np.n
     assert bad.size == 0, f"{label}: top-1 changed at positions {bad.tolist()}"
     rows, first = compare_layers(exact.tensors, tensors, env.tensor_bounds())
     assert first is None, f"{label}: {first.name} off by {first.rel_err:.3g} (bound {first.threshold:.3g})"
-    return {"max_abs_dlogit": float(diff.max()), "dlogit_bound": env.bound, "error_over_bound": float(diff.max() / env.bound),
+    return {"max_abs_dlogit": float(diff.max()), "dlogit_bound": env.bound,
+            "error_over_bound": float(diff.max() / env.bound),
             "mean_kld": float(par.kld.mean()), "same_top1": float(par.same_top1.mean()),
             "worst_tensor_over_bound": max(r.rel_err / r.threshold for r in rows if r.threshold > 0),
             "layer_rel_err": {r.name: r.rel_err for r in rows}}

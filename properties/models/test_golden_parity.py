@@ -54,7 +54,8 @@ def test_oracle_matches_llama_cpp_golden(fixture):
         "max_abs_dlogit": float(diff.max()), "dlogit_bound": e.bound, "error_over_bound": float(diff.max() / e.bound),
         "cosine_min": s["cosine_min"], "cosine_misleading": s["cosine_misleading"],
         "layer_rel_err": {k: float(np.abs(gold[k] - e.exact.tensors[k]).max() / np.abs(e.exact.tensors[k]).max())
-                          for k in gold if k != "logits"} | {"result_output": float(diff.max() / np.abs(oracle).max())}})
+                          for k in gold if k != "logits"}
+        | {"result_output": float(diff.max() / np.abs(oracle).max())}})
     assert diff.max() <= e.bound, f"{fixture}: max |Δlogit| {diff.max():.3g} > bound {e.bound:.3g}"
     assert par.kld.max() <= e.kld_bound, f"{fixture}: max KLD {par.kld.max():.3g} > bound {e.kld_bound:.3g}"
     bad = np.flatnonzero(must & ~same)
@@ -78,3 +79,35 @@ def test_quantized_twins_kld(arch):
     for side in (0, 1):
         seq = [kl[w][side] for w in ("F16", "Q8_0", "Q4_K")]
         assert seq == sorted(seq) and seq[0] > 0, f"{arch}: twin KLDs not ordered by bits: {kl}"
+
+
+WRONG = [  # (family, what is wrong, Hparams changes, Arch changes): each must fail the golden check
+    ("gemma2", "sliding window on every layer", {}, {"swa_pattern": 1}),
+    ("gemma2", "no sliding window", {}, {"swa_pattern": 0}),
+    ("gemma2", "window 17 instead of 16", {"window": 17}, {}),
+    ("gemma2", "no attention softcap", {"attn_softcap": 0.0}, {}),
+    ("gemma2", "no final softcap", {"final_softcap": 0.0}, {}),
+    ("qwen3", "RoPE normal instead of NeoX", {}, {"rope_mode": "normal"}),
+    ("qwen3", "no q/k head norm", {}, {"qk_norm": False}),
+    ("llama", "RoPE NeoX instead of normal", {}, {"rope_mode": "neox"}),
+    ("llama", "RoPE base 5e5 instead of 1e4", {"rope_base": 5e5}, {}),
+    ("llama", "attention scale 0.1 % high", {"attn_scale": 0.25 * 1.001}, {}),
+    ("llama", "RMSNorm eps 1e-5 instead of 1e-6", {"rms_eps": 1e-5}, {}),
+]
+
+
+@pytest.mark.peer
+@pytest.mark.parametrize("arch, wrong, hp, spec", WRONG, ids=[w[1] for w in WRONG])
+def test_wrong_semantics_fail_the_golden_check(monkeypatch, arch, wrong, hp, spec):
+    """The golden check is right the other way too: an oracle with one semantic slip is rejected
+    (on the F32 fixture, where llama.cpp's own error is smallest)."""
+    import dataclasses
+
+    from oracle.models import architectures, forward
+
+    e = runs.env(arch, "F32", "llama.cpp-cpu")
+    m = runs.model(arch, "F32")
+    monkeypatch.setattr(m, "hp", dataclasses.replace(m.hp, **hp))
+    monkeypatch.setitem(architectures.ARCHS, arch, dataclasses.replace(architectures.ARCHS[arch], **spec))
+    diff = np.abs(forward(m, runs.TOKENS).logits - goldens.load(arch, "F32")["logits"]).max()
+    assert diff > e.bound, f"{wrong}: max |Δlogit| {diff:.3g} stays within the bound {e.bound:.3g}"

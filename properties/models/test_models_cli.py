@@ -20,9 +20,10 @@ TOKS = ",".join(map(str, runs.TOKENS))
 def outs(tmp_path_factory):
     d = tmp_path_factory.mktemp("cli")
     for arch, wtype in (("llama", "F32"), ("llama", "Q4_K")):
-        assert cli(["forward", str(runs.path(arch, wtype)), "--tokens", TOKS, "--out", str(d / f"oracle-{wtype}.npz")]) == 0
-    assert cli(["forward", str(runs.path("llama", "F32")), "--tokens", TOKS, "--engine", "gpu_impl", "--dtype", "float16",
-                "--chunk", "5", "--out", str(d / "gpu16.npz")]) == 0
+        out = d / f"oracle-{wtype}.npz"
+        assert cli(["forward", str(runs.path(arch, wtype)), "--tokens", TOKS, "--out", str(out)]) == 0
+    assert cli(["forward", str(runs.path("llama", "F32")), "--tokens", TOKS, "--engine", "gpu_impl",
+                "--dtype", "float16", "--chunk", "5", "--out", str(d / "gpu16.npz")]) == 0
     return d
 
 
@@ -38,7 +39,8 @@ def test_forward_llama_cpp_engine_reproduces_golden(outs):
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama_cpp (llama-cpp-python) is not importable")
     out = outs / "llama.npz"
-    assert cli(["forward", str(runs.path("llama", "F32")), "--tokens", TOKS, "--engine", "llama.cpp", "--out", str(out)]) == 0
+    model = str(runs.path("llama", "F32"))
+    assert cli(["forward", model, "--tokens", TOKS, "--engine", "llama.cpp", "--out", str(out)]) == 0
     with np.load(out) as z:
         bound = 2 * runs.env("llama", "F32", "llama.cpp-cpu").bound
         assert np.abs(z["logits"] - goldens.load("llama", "F32")["logits"]).max() <= bound
@@ -83,7 +85,8 @@ def test_parity_reads_a_kl_divergence_base_file(outs, tmp_path, capsys):
 
 
 def test_layers_reports_no_divergence_for_float16_engine(outs, capsys):
-    rc = cli(["layers", str(outs / "oracle-F32.npz"), str(outs / "gpu16.npz"), "--model", str(runs.path("llama", "F32"))])
+    model = str(runs.path("llama", "F32"))
+    rc = cli(["layers", str(outs / "oracle-F32.npz"), str(outs / "gpu16.npz"), "--model", model])
     out = capsys.readouterr().out
     assert rc == 0 and "no tensor beyond relative error 0.01" in out and "norm weights blk.1.ffn_norm.weight" in out
 
@@ -92,7 +95,8 @@ def test_layers_reports_no_divergence_for_float16_engine(outs, capsys):
     (["forward", "MISSING.gguf", "--tokens", "1,2", "--out", "x.npz"], "not a readable GGUF"),
     (["forward", "MODEL", "--tokens", "1,300", "--out", "x.npz"], "outside the vocabulary"),
     (["forward", "MODEL", "--tokens", "1,a", "--out", "x.npz"], "comma-separated integers"),
-    (["forward", "MODEL", "--tokens", "1,2", "--engine", "gpu_impl", "--chunk", "0", "--out", "x.npz"], "chunk must be"),
+    (["forward", "MODEL", "--tokens", "1,2", "--engine", "gpu_impl", "--chunk", "0", "--out", "x.npz"],
+     "chunk must be"),
     (["parity", "MODEL", "MODEL"], "logits"),
     (["layers", "A.npz", "A.npz", "--error-model", "gpu_impl-float32"], "needs --model"),
 ])

@@ -34,6 +34,7 @@ def test_parity_section_shows_fixtures_bounds_and_mutants():
 
 @pytest.mark.parametrize("tables", [{"model_parity": {}}, {"model_parity": [1, 2]}, {"model_mutants": "x"},
                                     {"model_parity": {"odd": 3, "llama-F32": {"llama.cpp vs oracle": "?"}}},
-                                    {"model_parity": {"a-F32": {"llama.cpp vs oracle": {"layer_rel_err": {"l_out-0": "nan"}}}}}])
+                                    {"model_parity": {"a-F32": {"llama.cpp vs oracle": {
+                                        "layer_rel_err": {"l_out-0": "nan"}}}}}])
 def test_parity_section_survives_odd_tables(tables):
     assert "Whole-model parity" in _section(tables)

@@ -95,7 +95,7 @@ def locate(mutant: OpMutant | None, dtype: str = "float32") -> Entry:
     if first is None:
         control = _control(dtype)
         same = all(np.array_equal(got[k], control[k], equal_nan=True) for k in control)
-        return Entry(name, "does not enter" if same else "within bounds", "", -1, "",
-                     "bit-identical to the unmutated pass" if same else f"every tensor within the {dtype} engine's bounds")
+        why = "bit-identical to the unmutated pass" if same else f"every tensor within the {dtype} engine's bounds"
+        return Entry(name, "does not enter" if same else "within bounds", "", -1, "", why)
     return Entry(name, "diverges", first.name, first.layer, OP_WHAT.get(first.op, first.op),
                  f"relative error {first.rel_err:.3g} > bound {first.threshold:.3g}")
