@@ -106,3 +106,18 @@ def test_bad_input_is_one_clear_error(tmp_path, capsys, argv, message):
             for a in argv]
     assert cli(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_parity_flags_a_misleading_cosine(tmp_path, capsys):
+    """Logits sharing a large offset have cosine ~1 whatever their top tokens; parity says so."""
+    rng = np.random.default_rng(7)
+    base = 50.0 + rng.standard_normal((16, 300))
+    ref, test = base.copy(), base.copy()
+    for row in test:  # the top-5 tokens sink to the bottom: a different distribution, cosine still ~1
+        top = np.argsort(row)[-5:]
+        row[top] -= 8.0
+    np.save(tmp_path / "ref.npy", ref)
+    np.save(tmp_path / "test.npy", test)
+    assert cli(["parity", str(tmp_path / "ref.npy"), str(tmp_path / "test.npy")]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING: cosine" in out and "reference's top-1 token" in out
