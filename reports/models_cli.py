@@ -35,6 +35,7 @@ def add_subcommands(sub: Any) -> None:
     f.add_argument("--out", required=True, type=Path)
     f.add_argument("--engine", choices=ENGINES, default="oracle", help="oracle (float64, default), gpu_impl, llama.cpp")
     f.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="gpu_impl's storage dtype")
+    f.add_argument("--backend", choices=("numpy", "cupy"), default="numpy", help="gpu_impl's array backend")
     f.add_argument("--chunk", type=int, default=None, help="feed this many tokens per step through the KV cache")
     p = sub.add_parser("parity", help="compare two runs' logits (KLD, top-1, Δp, top-k, cosine)",
                        description="Compare TEST's logits with REF's. REF: .npz (key 'logits'), .npy, or "
@@ -78,8 +79,15 @@ def forward(args: argparse.Namespace) -> int:
     elif args.engine == "gpu_impl":
         from gpu_impl.models import run
 
-        r = run(args.model, toks, chunk=args.chunk, dtype=args.dtype)
-        logits, tensors, version = r["logits"], r["tensors"], f"gpu_impl {args.dtype}"
+        xp = np
+        if args.backend == "cupy":
+            from properties.backends import cupy_device_reason, cupy_or_none
+
+            if cupy_device_reason():
+                raise ValueError(f"--backend cupy: {cupy_device_reason()}")
+            xp = cupy_or_none()
+        r = run(args.model, toks, chunk=args.chunk, dtype=args.dtype, xp=xp)
+        logits, tensors, version = r["logits"], r["tensors"], f"gpu_impl {args.dtype} on {args.backend}"
     else:
         from fixtures import llama_graph
 

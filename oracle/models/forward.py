@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from oracle import ops
+from oracle.models.architectures import Hparams
 from oracle.models.gguf_model import Model
 
 
@@ -29,15 +30,16 @@ class Site:
     name: str
     """llama.cpp's graph name with the layer suffix ("" for an unnamed value)."""
     op: str
-    """matmul_input, matmul, get_rows, scale, rms_norm, rope, attention, glu, add, softcap."""
+    """weight, matmul_input, matmul, get_rows, scale, rms_norm, rope, attention, glu, add, softcap."""
     layer: int
     weight: str | None = None
     qtype: int | None = None
     k: int = 0
     """A product's reduction length."""
     magnitude: np.ndarray | None = None
-    """The size the op's rounding scales with, per output entry: Σ|w·x| for a product, the
-    largest visible |v| for attention, |act(g)|+|g|)·|up| for a gated unit, |a|+|b| for a sum."""
+    """The size the op's rounding scales with, per output entry: Σ|w·x| for a product,
+    (|act(g)| + |g|)·|up| for a gated unit, |a| + |b| for a sum, the pair's norm for RoPE,
+    |value| otherwise."""
     positions: np.ndarray | None = None
     pairs: tuple[np.ndarray, np.ndarray] | None = None
     """RoPE: per entry of a head, its pair index (-1: not rotated) and the pair's frequency."""
@@ -69,7 +71,7 @@ class State:
         self.n_past = 0
 
 
-def _rope_pairs(hp) -> tuple[np.ndarray, np.ndarray]:
+def _rope_pairs(hp: Hparams) -> tuple[np.ndarray, np.ndarray]:
     """Per entry of a head: its RoPE pair index (-1 past n_rot) and that pair's frequency."""
     half = hp.n_rot // 2
     idx = np.full(hp.head_dim, -1)
