@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from reports import version
+from reports import models_cli, version
 from reports.render import render
 from reports.summary import tally
 
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--strict", action="store_true", help="exit 1 if any test failed (for CI gates)")
     from reports.device_check import add_parser
     add_parser(sub)
+    models_cli.add_subcommands(sub)
     return p
 
 
@@ -160,6 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "device-check":
         from reports.device_check import device_check
         return device_check(args)
+    if args.command in models_cli.COMMANDS:
+        return models_cli.run(args)
     parser.print_help()
     return 2
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from reports.engine_matrix import engine_matrix_section
 from reports.order_matrix import order_matrix_section
+from reports.parity_section import model_parity_section
 from reports.plots import ratio_plot
 from reports.precision import cosine_lies_section, ops_error_section
 from reports.records import records_section
@@ -116,7 +117,8 @@ def _section(name: str, value: Any) -> str:
 
 
 ENGINE_TABLES = ("engine_matrix", "engine_matrix_max_tvd")  # both drawn by the engine matrix section
-SPECIAL = ("order_matrix", "engine_sampling_rules", "ops_error_u", "cosine_lies") + ENGINE_TABLES
+MODEL_TABLES = ("model_parity", "model_mutants")  # both drawn by the whole-model parity section
+SPECIAL = ("order_matrix", "engine_sampling_rules", "ops_error_u", "cosine_lies") + ENGINE_TABLES + MODEL_TABLES
 
 
 def table_sections(tables: dict[str, Any], worst_error: list[dict[str, Any]] | None = None,
@@ -134,6 +136,8 @@ def table_sections(tables: dict[str, Any], worst_error: list[dict[str, Any]] | N
         out.append(("table-ops_error_u", "Op precision", ops_error_section(tables["ops_error_u"], worst_error)))
     if "cosine_lies" in tables:
         out.append(("table-cosine_lies", "Cosine lies", cosine_lies_section(tables["cosine_lies"])))
+    if any(n in tables for n in MODEL_TABLES):
+        out.append(("model-parity", "Model parity", model_parity_section(tables)))
     for name in sorted((n for n in tables if is_zoo(n)), key=lambda n: (n != "zoo_samplers", n)):
         out.append((f"table-{name}", name.replace("_", " "), zoo_section(name, tables[name], tests)))
     for name in sorted((n for n in tables if n not in SPECIAL and not is_zoo(n)), key=lambda n: (_group(n), n)):

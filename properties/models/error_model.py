@@ -1,0 +1,196 @@
+"""How far a correct engine's forward pass may land from the float64 oracle: an error model in
+units of each engine's unit roundoff, propagated through the model by the oracle itself.
+
+Every op of the pass may round: the engine model below states, per op, the size of the error a
+correct implementation may make (in units of u, the same terms as the op-level models of
+properties/catalogue/op_models.py: a dot product of K terms, a norm's n-term sum of squares,
+RoPE's angle error growing with the position, an activation's few u, one rounding per sum).
+How these errors reach the logits depends on the model (norms divide them out, attention mixes
+them, residual sums keep them), so the model is run: ``envelope`` repeats the oracle's forward
+pass with every op output perturbed by independent uniform noise of exactly that size (Monte
+Carlo arithmetic with a fixed seed) and keeps the largest change of each output. A correct
+engine's error is one draw of the same kind of sum of many small independent roundings, so the
+bound on the logits is ``MARGIN`` times the envelope; MARGIN and the measured real/envelope
+ratios are stated in properties/models/README.md.
+
+Dot products use the probabilistic size √K·u·Σ|w·x| (mixed-sign terms, blocked SIMD or tree
+order; calibration.md §2); sums of positive terms (a norm's squares) use the worst case n·u.
+
+Engines
+- ``llama.cpp-cpu``: fp32 compute, plus what llama.cpp's CPU backend does on purpose: an
+  activation entering a product with an F16 weight is rounded to fp16, with a Q8_0/Q4_x/Q5_x
+  weight quantized to Q8_0 (32-blocks, scale amax/127 in fp16), with a K-quant weight quantized
+  to Q8_K (256-blocks, scale amax/127); GELU reads an fp16 table (input and output in fp16).
+- ``gpu_impl-float32``: fp32 compute, nothing converted.
+- ``gpu_impl-float16``: fp32 compute, weights and every stored activation in fp16.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from oracle.models import Forward, Model, Site, forward, stepwise
+from oracle.models.parity import compare
+
+U32, U16, UBF16 = 2.0**-24, 2.0**-11, 2.0**-8
+MARGIN = 4.0
+RUNS = 4
+GELU_SLOPE = 1.13  # max |d gelu/dx| (at x ≈ 1.5): an input rounding moves gelu by at most this times it
+
+# the activation type ggml's CPU dot product converts to, per weight type (ggml-cpu vec_dot_type)
+F16, BF16, Q8_0, Q8_K = "f16", "bf16", "q8_0", "q8_k"
+VEC_DOT = {1: F16, 30: BF16, 2: Q8_0, 3: Q8_0, 6: Q8_0, 7: Q8_0, 8: Q8_0, 10: Q8_K, 11: Q8_K, 12: Q8_K,
+           13: Q8_K, 14: Q8_K}
+
+# per op output: size of the allowed rounding in u, as a function of the site
+OP_U = {
+    "get_rows": lambda s: 0.0,
+    "scale": lambda s: 2.0,
+    "softcap": lambda s: 8.0,
+    "add": lambda s: 1.0,
+    "glu": lambda s: 10.0,
+    "rms_norm": lambda s: (s.k + 2) / 2 + 12,
+    "matmul": lambda s: math.sqrt(s.k) + 2,
+}
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    store_u: float
+    weight_u: float
+    converts_inputs: bool
+    gelu_table: bool
+
+
+ENGINES = {
+    "llama.cpp-cpu": Engine("llama.cpp-cpu", 0.0, 0.0, True, True),
+    "gpu_impl-float32": Engine("gpu_impl-float32", 0.0, 0.0, False, False),
+    "gpu_impl-float16": Engine("gpu_impl-float16", U16, U16, False, False),
+}
+
+
+def _blocks(x: np.ndarray, block: int) -> np.ndarray:
+    """Per entry, the largest |x| of its block along the last axis (whole blocks assumed)."""
+    if x.shape[-1] % block:
+        return np.broadcast_to(np.abs(x).max(axis=-1, keepdims=True), x.shape)
+    b = np.abs(x).reshape(*x.shape[:-1], -1, block).max(axis=-1, keepdims=True)
+    return np.broadcast_to(b, (*x.shape[:-1], x.shape[-1] // block, block)).reshape(x.shape)
+
+
+def input_conversion(qtype: int | None, x: np.ndarray) -> np.ndarray:
+    """Half-width of the change llama.cpp's conversion of x (for a product with qtype) makes."""
+    kind = VEC_DOT.get(qtype or 0)
+    if kind == F16:
+        return U16 * np.abs(x)
+    if kind == BF16:
+        return UBF16 * np.abs(x)
+    if kind in (Q8_0, Q8_K):
+        amax = _blocks(x, 32 if kind == Q8_0 else 256)
+        # half a step of amax/127, plus (Q8_0) the step itself rounded to fp16 for 127 steps
+        return amax / 254 + (amax * U16 if kind == Q8_0 else 0.0)
+    return np.zeros_like(x)
+
+
+def _op_width(engine: Engine, site: Site, x: np.ndarray) -> np.ndarray:
+    """Half-width of the noise for an op output ``x`` at ``site``."""
+    mag = np.broadcast_to(site.magnitude, x.shape) if site.magnitude is not None else np.abs(x)
+    if site.op == "rope":
+        # pair i's angle p·f_i carries (6 + 2i)·|p·f_i| u (an iterated frequency table costs 2i),
+        # sin/cos, the rotation and mscale 12 u, all relative to the pair's norm
+        idx, freq = site.pairs
+        angle = np.abs(site.positions).astype(float)[:, None, None] * freq * (6 + 2 * np.maximum(idx, 0))
+        width = U32 * np.where(idx >= 0, angle + 12, 0.0) * mag
+    elif site.op == "attention":
+        width = _attention_width(site, x)
+    elif site.op == "glu" and engine.gelu_table and site.name.startswith("ffn_geglu"):
+        width = (GELU_SLOPE + 1) * U16 * mag + 10 * U32 * mag
+    else:
+        width = U32 * OP_U[site.op](site) * mag
+    return width + engine.store_u * np.abs(x)
+
+
+def _attention_width(site: Site, x: np.ndarray) -> np.ndarray:
+    """o = Σ p_j v_j. A relative error ε_j of p_j moves o by Σ p_j ε_j (v_j - o); ε_j holds the
+    score's dot product (√Dk + 2)·u·scale·Σ|q||k| twice (s_j and the max), the exp argument's
+    |s_j - m| = |ln(p_j / p_max)|, exp's 4 u and the normaliser's √n; the weighted value sum adds
+    √n·u·Σ p_j|v_j|."""
+    p, v = site.weights, site.values  # [T, H, n], [n, H, D]
+    t, h, d = p.shape[0], p.shape[1], v.shape[2]
+    o = np.einsum("thj,jhd->thd", p, v)
+    with np.errstate(divide="ignore"):
+        gap = np.abs(np.log(np.where(p > 0, p / p.max(axis=-1, keepdims=True), 1.0)))
+    n = site.k
+    eps = 2 * (math.sqrt(d) + 2) * site.score[..., None] + gap + 4 + math.sqrt(n)
+    spread = np.einsum("thj,thjd->thd", p * eps, np.abs(v.transpose(1, 0, 2)[None] - o[:, :, None, :]))
+    sums = math.sqrt(n) * np.einsum("thj,jhd->thd", p, np.abs(v))
+    return (U32 * (spread + sums)).reshape(t, h * d)
+
+
+def noise_hook(engine: Engine, rng: np.random.Generator):
+    def hook(site: Site, x: np.ndarray) -> np.ndarray:
+        if site.op == "weight":
+            width = engine.weight_u * np.abs(x)
+        elif site.op == "matmul_input":
+            width = input_conversion(site.qtype, x) if engine.converts_inputs else None
+        else:
+            width = _op_width(engine, site, x)
+        if width is None or not np.any(width):
+            return x
+        return x + width * rng.uniform(-1.0, 1.0, x.shape)
+    return hook
+
+
+@dataclass(frozen=True)
+class Envelope:
+    exact: Forward
+    logits: float
+    """Largest |Δlogit| seen over the runs."""
+    per_position: np.ndarray
+    """Per position, the largest |Δlogit| seen."""
+    kld: float
+    """Largest KL(exact ‖ perturbed) of any position in any run."""
+    tensors: dict[str, float]
+    """Per named intermediate, the largest |Δ| relative to the tensor's largest |value|."""
+
+    @property
+    def bound(self) -> float:
+        """max |Δlogit| a correct engine may show."""
+        return MARGIN * self.logits
+
+    @property
+    def position_bounds(self) -> np.ndarray:
+        return MARGIN * self.per_position
+
+    @property
+    def kld_bound(self) -> float:
+        """Per-position KL: quadratic in small logit changes, so MARGIN² times the envelope; and
+        never above what max |Δ| <= bound implies (Hoeffding: KL <= (2·bound)²/8)."""
+        return min(MARGIN**2 * self.kld, self.bound**2 / 2)
+
+    def tensor_bounds(self, floor: float = 0.0) -> dict[str, float]:
+        """Relative-error thresholds per tensor for ``oracle.models.layers.compare``."""
+        return {k: max(MARGIN * v, floor) for k, v in self.tensors.items()}
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+
+
+def envelope(model: Model, tokens, engine: str, *, runs: int = RUNS, seed: int = 0,
+             chunk: int | None = None) -> Envelope:
+    """Monte Carlo error envelope of ``engine`` on ``tokens`` (fed ``chunk`` at a time)."""
+    eng = ENGINES[engine]
+    run = (lambda hook: forward(model, tokens, hook=hook)) if chunk is None else \
+        (lambda hook: stepwise(model, tokens, chunk, hook=hook))
+    exact = run(None)
+    pos, kld, rel = np.zeros(exact.logits.shape[0]), 0.0, {k: 0.0 for k in exact.tensors}
+    for r in range(runs):
+        noisy = run(noise_hook(eng, np.random.default_rng([seed, r])))
+        pos = np.maximum(pos, np.abs(noisy.logits - exact.logits).max(axis=1))
+        kld = max(kld, float(compare(exact.logits, noisy.logits).kld.max()))
+        for k in rel:
+            rel[k] = max(rel[k], _rel(noisy.tensors[k], exact.tensors[k]))
+    return Envelope(exact, float(pos.max()), pos, kld, rel)

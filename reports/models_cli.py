@@ -1,0 +1,209 @@
+"""``logitcheck forward / parity / layers``: whole-model parity from the command line.
+
+* forward MODEL.gguf --tokens 1,5,9 --out OUT.npz [--engine oracle|gpu_impl|llama.cpp]: logits
+  ``[n_tokens, n_vocab]`` and every named intermediate (llama.cpp's graph names), token ids fed
+  directly. llama.cpp runs with an f32 KV cache and its tensors are read through cb_eval.
+* parity REF TEST: llama-perplexity's KL-divergence statistics and more (oracle.models.parity);
+  REF may be llama-perplexity's --kl-divergence-base file. --max-kld / --min-top1 make it a gate.
+* layers REF.npz TEST.npz: per tensor cosine, relative error, norm ratio in graph order; the first
+  tensor over the threshold; error growth per block; with --model, the norm weights per layer.
+
+Exit status: 0 ok, 1 a gate failed (parity) or a tensor diverged (layers), 2 bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+COMMANDS = ("forward", "parity", "layers")
+ENGINES = ("oracle", "gpu_impl", "llama.cpp")
+ERROR_MODELS = ("llama.cpp-cpu", "gpu_impl-float32", "gpu_impl-float16")
+
+
+def add_subcommands(sub: Any) -> None:
+    f = sub.add_parser("forward", help="run a GGUF model on token ids; write logits and per-layer tensors",
+                       description="Run MODEL on token ids and write OUT.npz: logits [n_tokens, n_vocab], "
+                                   "tokens, positions and one array per named intermediate.")
+    f.add_argument("model", type=Path)
+    f.add_argument("--tokens", required=True, help="comma-separated token ids (no tokenizer in the loop)")
+    f.add_argument("--out", required=True, type=Path)
+    f.add_argument("--engine", choices=ENGINES, default="oracle", help="oracle (float64, default), gpu_impl, llama.cpp")
+    f.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="gpu_impl's storage dtype")
+    f.add_argument("--backend", choices=("numpy", "cupy"), default="numpy", help="gpu_impl's array backend")
+    f.add_argument("--chunk", type=int, default=None, help="feed this many tokens per step through the KV cache")
+    p = sub.add_parser("parity", help="compare two runs' logits (KLD, top-1, Δp, top-k, cosine)",
+                       description="Compare TEST's logits with REF's. REF: .npz (key 'logits'), .npy, or "
+                                   "llama-perplexity's --kl-divergence-base file.")
+    p.add_argument("ref", type=Path)
+    p.add_argument("test", type=Path)
+    p.add_argument("--max-kld", type=float, default=None, help="fail (exit 1) if the mean KLD exceeds this")
+    p.add_argument("--min-top1", type=float, default=None, help="fail (exit 1) if the same-top-1 rate (0..1) is below")
+    p.add_argument("--json", type=Path, default=None, help="also write the statistics as JSON")
+    la = sub.add_parser("layers", help="find the first layer and op where TEST leaves REF",
+                        description="Compare the named intermediates of two forward runs (.npz from "
+                                    "'logitcheck forward') in graph order.")
+    la.add_argument("ref", type=Path)
+    la.add_argument("test", type=Path)
+    la.add_argument("--threshold", type=float, default=1e-2,
+                    help="relative error max|Δ|/max|ref| that counts as divergence (default 0.01)")
+    la.add_argument("--model", type=Path, default=None, help="the GGUF, for norm-weight statistics per layer")
+    la.add_argument("--error-model", choices=ERROR_MODELS, default=None,
+                    help="instead of one threshold, give every tensor the bound of this engine's error model "
+                         "(needs --model; REF must be the oracle's run of the same tokens)")
+
+
+def _tokens(text: str) -> list[int]:
+    try:
+        toks = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise ValueError(f"--tokens must be comma-separated integers, got {text!r}") from None
+    if not toks:
+        raise ValueError("--tokens is empty")
+    return toks
+
+
+def forward(args: argparse.Namespace) -> int:
+    toks = _tokens(args.tokens)
+    if args.engine == "oracle":
+        from oracle.models import forward as fwd, load_model, stepwise
+
+        m = load_model(args.model)
+        r = fwd(m, toks) if args.chunk is None else stepwise(m, toks, args.chunk)
+        logits, tensors, version = r.logits, r.tensors, "oracle float64"
+    elif args.engine == "gpu_impl":
+        from gpu_impl.models import run
+
+        xp = np
+        if args.backend == "cupy":
+            from properties.backends import cupy_device_reason, cupy_or_none
+
+            if cupy_device_reason():
+                raise ValueError(f"--backend cupy: {cupy_device_reason()}")
+            xp = cupy_or_none()
+        r = run(args.model, toks, chunk=args.chunk, dtype=args.dtype, xp=xp)
+        logits, tensors, version = r["logits"], r["tensors"], f"gpu_impl {args.dtype} on {args.backend}"
+    else:
+        from fixtures import llama_graph
+
+        r = llama_graph.run(args.model, toks, args.chunk)
+        v = r["version"]
+        logits, tensors = r["logits"], r["tensors"]
+        version = f"llama-cpp-python {v['llama_cpp_python']}, ggml {v['ggml_commit']}"
+    tensors = {k: v for k, v in tensors.items() if k != "result_output"}
+    np.savez_compressed(args.out, logits=np.asarray(logits), tokens=np.asarray(toks, np.int64),
+                        positions=np.arange(len(toks), dtype=np.int64), engine=np.array(args.engine),
+                        model=np.array(args.model.name), version=np.array(version), **tensors)
+    print(f"logitcheck forward: {args.engine} ({version}) on {args.model.name}: logits {np.shape(logits)}, "
+          f"{len(tensors)} tensors -> {args.out}")
+    return 0
+
+
+def _load_logits(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
+    try:
+        z = np.load(path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise ValueError(f"{path}: not logits (.npz with 'logits', or .npy) nor a llama-perplexity KL-divergence "
+                         f"base file ({exc.__class__.__name__})") from None
+    if isinstance(z, np.ndarray):
+        return z, None
+    with z:
+        if "logits" not in z:
+            raise ValueError(f"{path}: no 'logits' array (keys: {', '.join(z.files)})")
+        return z["logits"], (z["tokens"] if "tokens" in z else None)
+
+
+def parity(args: argparse.Namespace) -> int:
+    from oracle.models.parity import compare, report_lines
+    from reports import kld_base
+
+    test, t_tokens = _load_logits(args.test)
+    if kld_base.is_kld_base(args.ref):
+        base = kld_base.read(args.ref)
+        rows = base.rows()
+        if test.shape[0] == base.n_chunk * base.n_ctx:
+            test = test[rows]
+        elif test.shape[0] != rows.size:
+            raise ValueError(f"{args.test}: {test.shape[0]} logit rows; the base file needs "
+                             f"{base.n_chunk * base.n_ctx} (every evaluated position) or {rows.size} (the scored ones)")
+        res = compare(base.logprobs, test, base.next_tokens(), ref_is_logprob=True, floor=kld_base.FLOOR)
+    else:
+        ref, r_tokens = _load_logits(args.ref)
+        if r_tokens is not None and t_tokens is not None and not np.array_equal(r_tokens, t_tokens):
+            raise ValueError("REF and TEST were run on different tokens")
+        tokens = r_tokens if r_tokens is not None else t_tokens
+        res = compare(ref, test, None if tokens is None else tokens[1:])
+    s = res.summary()
+    print("\n".join(report_lines(s)))
+    if args.json:
+        args.json.write_text(json.dumps(s, indent=1))
+    fails = []
+    if args.max_kld is not None and not s["mean_kld"] <= args.max_kld:
+        fails.append(f"mean KLD {s['mean_kld']:.6g} > {args.max_kld:g}")
+    if args.min_top1 is not None and not s["same_top1"] >= args.min_top1:
+        fails.append(f"same top-1 {s['same_top1']:.4f} < {args.min_top1:g}")
+    for f in fails:
+        print(f"logitcheck parity: GATE FAILED: {f}")
+    return 1 if fails else 0
+
+
+def _tensors(path: Path) -> dict[str, np.ndarray]:
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files if z[k].dtype.kind == "f" and k != "logits"} | \
+               ({"result_output": z["logits"]} if "logits" in z else {})
+
+
+def layers(args: argparse.Namespace) -> int:
+    from oracle.models.layers import OP_WHAT, compare, growth, norm_weights
+
+    threshold: Any = args.threshold
+    if args.error_model is not None:
+        if args.model is None:
+            raise ValueError("--error-model needs --model (the GGUF both runs used)")
+        from oracle.models import load_model
+        from properties.models.error_model import envelope
+
+        with np.load(args.ref) as z:
+            if "tokens" not in z:
+                raise ValueError(f"{args.ref}: no 'tokens' array: --error-model needs the tokens of the run")
+            toks = z["tokens"]
+        bounds = envelope(load_model(args.model), toks, args.error_model).tensor_bounds()
+        threshold = defaultdict(lambda: args.threshold, bounds)
+    rows, first = compare(_tensors(args.ref), _tensors(args.test), threshold)
+    if not rows:
+        raise ValueError("REF and TEST share no named tensor")
+    print(f"{'tensor':<18} {'cosine':>10} {'rel err':>10} {'rms rel':>10} {'norm ratio':>10}")
+    for r in rows:
+        mark = "  <-- first divergence" if r is first else ("  >" if r.exceeds else "")
+        print(f"{r.name:<18} {r.cosine:10.6f} {r.rel_err:10.3e} {r.rms_rel:10.3e} {r.norm_ratio:10.6f}{mark}")
+    for layer, g in growth(rows):
+        print(f"layer {layer}: residual error x{g:.3g} relative to layer {layer - 1}")
+    if args.model is not None:
+        from oracle.models import load_model
+
+        m = load_model(args.model)
+        for s in norm_weights({n: m.weight(n) for n in m.stored if n.endswith("norm.weight")}):
+            print(f"norm weights {s['tensor']:<34} mean|w| {s['mean_abs']:.4g}  max|w| {s['max_abs']:.4g}  "
+                  f"gain {s['gain']:.3g}")
+    if first is None:
+        print("logitcheck layers: no tensor beyond " + (f"relative error {args.threshold:g}" if args.error_model is None
+                                                        else f"the {args.error_model} error model's bounds"))
+        return 0
+    where = "before the blocks" if first.layer < 0 else ("after the blocks" if first.layer >= 10**6
+                                                          else f"layer {first.layer}")
+    print(f"logitcheck layers: first divergence at {where}, {first.name} ({OP_WHAT.get(first.op, first.op)}): "
+          f"relative error {first.rel_err:.3g} > {first.threshold:g}")
+    return 1
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        return {"forward": forward, "parity": parity, "layers": layers}[args.command](args)
+    except (ValueError, OSError, KeyError) as exc:
+        print(f"logitcheck {args.command}: {exc}", file=sys.stderr)
+        return 2
