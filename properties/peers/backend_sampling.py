@@ -217,16 +217,17 @@ class BackendAbort(Unavailable):
 
 
 def run(rows: np.ndarray, chains: Sequence[Sequence[Step]], histories: Sequence[Sequence[int]] | None = None,
-        sample: bool = False, out_type: str = "F32") -> list[BackendResult]:
+        sample: bool = False, out_type: str = "F32", guard: bool = True) -> list[BackendResult]:
     """Row b through chain b, one ``llama_decode``; rows holding -inf/NaN get a model of their own.
-    Raises ``BackendAbort`` (before calling llama.cpp) for a chain that would abort the process."""
+    Raises ``BackendAbort`` (before calling llama.cpp) for a chain that would abort the process;
+    ``guard=False`` calls it anyway (only ever in a child process: the findings' abort replays)."""
     rows = np.atleast_2d(np.asarray(rows, dtype=np.float32))
-    for steps in chains:
+    for steps in chains if guard else ():
         why = abort_reason(steps, rows.shape[1])
         if why:
             raise BackendAbort(why)
     out: list[BackendResult | None] = [None] * rows.shape[0]
-    for group in inj.rows_per_model(rows):
+    for group in inj.rows_per_model(rows, out_type):
         built = [build(chains[b]) for b in group]
         hist = [histories[b] for b in group] if histories is not None else None
         with Injected(rows[group], built, out_type, hist) as m:

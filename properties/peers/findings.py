@@ -264,6 +264,11 @@ FINDINGS: list[Finding] = [
             {"logits": [3.3333, -4.0, -9.8246]}, {"logits": [3.3333, -4.0, -9.8246]}, _adaptive_target_clamp),
 ]
 
+# the backend (ggml-graph) samplers' findings, replayed the same way (witnesses as data there)
+from properties.peers.backend_findings import BACKEND_FINDINGS  # noqa: E402
+
+FINDINGS += [Finding(**spec) for spec in BACKEND_FINDINGS]
+
 
 def table() -> list[dict]:
     return [f.row() for f in FINDINGS]
