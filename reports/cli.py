@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from reports import version
+from reports import findings, version
 from reports.render import render
 from reports.summary import tally
 
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not run anything: render this existing results.json")
     r.add_argument("-k", dest="k", default=None, metavar="EXPR", help="pytest -k selection expression")
     r.add_argument("--strict", action="store_true", help="exit 1 if any test failed (for CI gates)")
+    findings.add_parser(sub)
     return p
 
 
@@ -155,6 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "report":
         return report(args)
+    if args.command == "findings":
+        return findings.run(args)
     parser.print_help()
     return 2
 

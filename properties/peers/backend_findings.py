@@ -105,12 +105,13 @@ def _finding(fid: str, sampler: str, description: str, witness_text: str, w: Wit
     def replay() -> tuple[dict, dict]:
         got = backend_abort(w) if w.aborts else pick(backend_answer(w))
         return got, (cpu_answer(w) if w.reference == "cpu" else oracle_answer(w))
-    WITNESSES[fid] = w
+    WITNESSES[fid], PICKS[fid] = w, pick
     return {"id": fid, "sampler": sampler, "kind": "llama.cpp behaviour", "description": description,
             "witness": witness_text, "llama_output": llama, "oracle_output": oracle, "replay": replay}
 
 
 WITNESSES: dict[str, Witness] = {}
+PICKS: dict = {}  # finding id -> raw backend answer -> the recorded shape
 _ROW5 = (0.0, 0.0, 0.0, 5.0, 4.0)
 _TOKEN = lambda d: {"token": d["token"]}  # noqa: E731
 
@@ -226,4 +227,4 @@ if __name__ == "__main__" and "--run" in sys.argv:
     w = Witness(tuple(spec["row"]), tuple((n, p) for n, p in spec["steps"]), tuple(spec["history"]))
     print(json.dumps(backend_answer(w)), flush=True)
 
-__all__ = ["BACKEND_FINDINGS", "WITNESSES", "Witness", "backend_answer", "oracle_answer"]
+__all__ = ["BACKEND_FINDINGS", "PICKS", "WITNESSES", "Witness", "backend_answer", "oracle_answer"]
