@@ -47,7 +47,7 @@ _CALLS = {
     "xtc": "L.llama_sampler_init_xtc({probability}, {threshold}, {min_keep}, {seed})",
     "top_n_sigma": "L.llama_sampler_init_top_n_sigma({n})",
     "penalties": "L.llama_sampler_init_penalties({n_vocab}, {last_n}, {repeat}, {freq}, {present})",
-    "logit_bias": "bias({n_vocab}, {biases!r})",
+    "logit_bias": "bias({n_vocab}, {biases})",
     "mirostat": "L.llama_sampler_init_mirostat({n_vocab}, {seed}, {tau}, {eta}, {m})",
 }
 
@@ -160,22 +160,19 @@ print("RESULT", json.dumps(raw))
 '''
 
 
+def _literal(v) -> str:
+    """A parameter as Python source; the script defines ``inf`` (and ``math``)."""
+    if isinstance(v, float) and not np.isfinite(v):
+        return "math.nan" if np.isnan(v) else ("-inf" if v < 0 else "inf")
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_literal(x) for x in v) + "]" if isinstance(v, list) else \
+            "(" + ", ".join(_literal(x) for x in v) + ")"
+    return repr(v)
+
+
 def _chain_code(steps) -> str:
-    calls = []
-    for name, params in steps:
-        kw = {k: (repr(v) if not isinstance(v, float) or math_finite(v) else ("-inf" if v < 0 else "inf"))
-              for k, v in params.items()}
-        if name == "logit_bias":
-            kw["biases"] = "[" + ", ".join(f"({t}, {'-inf' if b == -np.inf else repr(float(b))})"
-                                           for t, b in params["biases"]) + "]"
-            calls.append(f"bias({params['n_vocab']}, {kw['biases']})")
-        else:
-            calls.append(_CALLS[name].format(**kw))
+    calls = [_CALLS[name].format(**{k: _literal(v) for k, v in params.items()}) for name, params in steps]
     return "CHAIN = [\n    " + ",\n    ".join(calls) + ",\n]\n"
-
-
-def math_finite(v: float) -> bool:
-    return bool(np.isfinite(v))
 
 
 def _header(finding: dict, where: str) -> str:
@@ -193,8 +190,7 @@ def script(finding_id: str) -> str | None:
         raise KeyError(f"no finding {finding_id!r}")
     if finding_id in bf.WITNESSES:
         w = bf.WITNESSES[finding_id]
-        row = "ROW = [" + ", ".join("nan" if np.isnan(v) else ("-inf" if v == -np.inf else repr(float(v))) for v in w.row) + "]"
-        row = row.replace("nan", "math.nan")
+        row = "ROW = " + _literal([float(v) for v in w.row])
         expected = w.expected + (" (the process aborts with a GGML_ASSERT instead)" if w.aborts else "")
         body = (f"{row}\nHISTORY = {list(w.history)!r}\nSELECTS = {w.steps[-1][0] in bf.SELECTORS}\n"
                 f"EXPECTED = {expected!r}\n" + _chain_code(w.steps) + "\n" + _BACKEND)
