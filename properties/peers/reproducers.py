@@ -25,6 +25,8 @@ CPU_WITNESSES: dict[str, tuple[str, list, Callable[[dict], dict]]] = {
                                 lambda r: {"ids": r["ids"]}),
     "typical-nan-entropy": ("ROW = [0.0, -np.inf, 1.0, 2.0, -1.0, 0.5]", [("typical", {"p": 0.5, "min_keep": 0})],
                             lambda r: {"ids": r["ids"]}),
+    "typical-nan-entropy-scrambled": ("ROW = np.linspace(2, -2, 17)\nROW[8] = -np.inf",
+                                      [("typical", {"p": 0.5, "min_keep": 0})], lambda r: {"ids": r["ids"]}),
     "mirostat-k-overflow": ("ROW = [0.0, 0.0, 0.0, 0.0]",
                             [("mirostat", {"n_vocab": 4, "seed": 0, "tau": 5.0, "eta": 0.1, "m": 100})],
                             lambda r: {"size": len(r["ids"])}),
