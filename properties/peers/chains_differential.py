@@ -132,7 +132,7 @@ class LongStream:
 def long_stream(record: PeerRecord, params: dict, family: str, vocab: int, seed: int, steps: int) -> LongStream:
     """At least ``steps`` judged rounds of ``record``, restarting (next seed) after a stop."""
     out = LongStream()
-    while out.steps < steps and out.streams < 50:
+    while out.steps < steps and out.streams < steps:  # every stream judges at least one round
         p = {**params, "seed": params["seed"] + out.streams} if "seed" in params else params
         rep = stream(record, p, family, vocab, seed + out.streams, steps - out.steps)
         out.streams += 1
