@@ -33,6 +33,7 @@ class Witness:
     history: tuple = ()
     aborts: bool = False  # the backend call kills the process (GGML_ASSERT)
     reference: str = "oracle"  # "oracle", or "cpu": llama.cpp's own all-CPU chain (backend vs CPU findings)
+    logit_of: int | None = None  # also report this token's final logit (rounded to 4 decimals)
     expected: str = ""  # the expected-vs-actual line's expectation, in words
 
     def steps_list(self) -> list:
@@ -83,6 +84,8 @@ def oracle_answer(w: Witness) -> dict:
     out = {"kept": kept.tolist()}
     if 0 <= cur.selected < cur.size:
         out["token"] = cur.selected_token
+    if w.logit_of is not None:
+        out[f"logit_of_token_{w.logit_of}"] = round(float(cur.logits[cur.ids == w.logit_of][0]), 4)
     return out
 
 
@@ -179,6 +182,16 @@ BACKEND_FINDINGS: list[dict] = [
              Witness((1.0, 3.0, 2.0, 0.0), (("temp_ext", {"t": 0.0, "delta": 0.5, "exponent": 1.0}),),
                      expected="4 survivors, logits scaled by 1/T"),
              {"candidates": [1]}, {"kept": [1, 2, 0, 3]}, lambda d: {"candidates": d["candidates"]}),
+    _finding("backend-temp-ext-entropy-clamp", "temp_ext (backend)",
+             "The backend temp_ext clamps p to [1e-10, 1] before summing -p·ln p over every entry, so each "
+             "p below 1e-10 adds 2.3e-9 to the entropy. On a peaked row the true entropy is ~1e-10 and the "
+             "clamped one 2.3e-7: the dynamic temperature moves from 0.500008 to 0.500223 (CPU and oracle "
+             "agree on the former): 7,198 u on token 0, 48 times the error model's 151 u allowance here.",
+             "backend temp_ext(t=1, delta=0.5, exponent=0.5) on 100 logits: 30 at token 0, 0 elsewhere",
+             Witness((30.0,) + (0.0,) * 99, (("temp_ext", {"t": 1.0, "delta": 0.5, "exponent": 0.5}),),
+                     expected="token 0 at 30 / 0.500008 = 59.9991", logit_of=0),
+             {"logit_of_token_0": 59.9733}, {"kept": list(range(100)), "logit_of_token_0": 59.9991},
+             lambda d: {"logit_of_token_0": round(d["logits"][0], 4)}),
     _finding("xtc-counts-masked-handoff", "xtc (CPU) after a backend filter",
              "The backend hands the CPU a fixed-shape array (masked entries are -inf, not removed). The CPU "
              "xtc's min_keep test counts them (size - pos_last >= min_keep), so it cuts where the same chain "

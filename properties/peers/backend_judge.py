@@ -83,6 +83,29 @@ class TypicalNaNEntropy(Sampler):
         self.regular.apply(cur)
 
 
+class ClampedTempExt(Sampler):
+    """temp_ext as the backend graph computes its entropy: p clamped to [1e-10, 1] before -p·ln p,
+    over every entry (ne0), so each p below 1e-10 (a -inf entry too) adds 2.3e-9 to H."""
+
+    name = "temp-ext"
+
+    def __init__(self, t: float, delta: float, exponent: float) -> None:
+        from oracle import samplers as s
+
+        self.t, self.delta, self.exponent, self.plain = float(t), float(delta), float(exponent), s.temp(t)
+
+    def apply(self, cur: TokenDataArray) -> None:
+        if self.delta <= 0 or self.t <= 0:
+            self.plain.apply(cur)
+            return
+        finite = np.isfinite(cur.logits)
+        p = np.where(finite, np.exp(cur.logits - cur.logits[finite].max()), 0.0) if finite.any() else np.zeros(cur.size)
+        p = np.clip(p / max(p.sum(), 1e-300), 1e-10, 1.0)
+        normalized = float(-(p * np.log(p)).sum()) / math.log(cur.size) if cur.size > 1 else 0.0
+        lo, hi = max(0.0, self.t - self.delta), self.t + self.delta
+        cur.logits = cur.logits / (lo + (hi - lo) * normalized ** self.exponent)
+
+
 class StrictMinP(Sampler):
     """min_p as the backend graph computes it: keep l > max + ln p (strict), no min_keep."""
 
@@ -138,6 +161,10 @@ EXPLANATIONS: list[Explanation] = [
     Explanation("backend-min-p-strict-threshold", FINDING, frozenset({"min_p"}),
                 lambda r, c: (dataclasses.replace(r, oracle=lambda p: StrictMinP(p["p"])), c),
                 "the backend keeps l > max + ln p (CPU: >=): at p = 1 it masks every token"),
+    Explanation("backend-temp-ext-entropy-clamp", FINDING, frozenset({"temp_ext"}),
+                lambda r, c: (dataclasses.replace(r, oracle=lambda p: ClampedTempExt(p["t"], p["delta"], p["exponent"]),
+                                                  masked_are_candidates=True), c),
+                "the backend entropy clamps p to [1e-10, 1]: every p below 1e-10 adds 2.3e-9 to H"),
     Explanation("temp-ext-counts-masked", FINDING, frozenset({"temp_ext"}),
                 lambda r, c: (dataclasses.replace(r, masked_are_candidates=True), c),
                 "the entropy is normalised by ln(ne0), and ne0 counts the -inf entries"),
