@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from reports import models_cli, version
+from reports import findings, models_cli, version
 from reports.render import render
 from reports.summary import tally
 
@@ -47,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     from reports.device_check import add_parser
     add_parser(sub)
     models_cli.add_subcommands(sub)
+    findings.add_parser(sub)
     return p
 
 
@@ -163,6 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return device_check(args)
     if args.command in models_cli.COMMANDS:
         return models_cli.run(args)
+    if args.command == "findings":
+        return findings.run(args)
     parser.print_help()
     return 2
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reports.backend import backend_section
 from reports.engine_matrix import engine_matrix_section
 from reports.order_matrix import order_matrix_section
 from reports.parity_section import model_parity_section
@@ -21,6 +22,10 @@ TITLES = {  # titles and one-line explanations for the tables the suite is known
                            "with the witness that shows it."),
     "llama_cpp_findings_chain": ("llama.cpp peer findings: sampler chains", ""),
     "llama_cpp_peer": ("llama.cpp peer agreement per sampler", ""),
+    "llama_cpp_backend": ("llama.cpp backend samplers (ggml graph ops) vs the oracle",
+                          "Rows judged, identical to the oracle, inside the float32 error model, and each "
+                          "disagreement class with its count."),
+    "llama_cpp_backend_classes": ("llama.cpp backend: disagreement classes", ""),
     "quant_peer_findings": ("gguf-py peer findings (quantization formats)", ""),
     "stats_gate": ("Statistics gate calibration",
                    "How the statistical tests' thresholds were set and what false-failure rate and power "
@@ -125,6 +130,8 @@ def table_sections(tables: dict[str, Any], worst_error: list[dict[str, Any]] | N
                    tests: list[dict[str, Any]] | None = None) -> list[tuple[str, str, str]]:
     """(anchor, nav label, html) for every named table: known kinds first, the rest generically."""
     out = []
+    if "llama_cpp_backend" in tables:
+        out.append(("llama-cpp-backend", "llama.cpp backend", backend_section(tables)))
     if "order_matrix" in tables:
         out.append(("order-matrix", "Order matrix", order_matrix_section(tables["order_matrix"])))
     if any(n in tables for n in ENGINE_TABLES):

@@ -56,6 +56,14 @@ def _typical_nan():
     return {"ids": q.ids.tolist()}, {"ids": o.ids.tolist()}
 
 
+def _typical_nan_large():
+    x = np.linspace(2, -2, 17).astype(np.float32)
+    x[8] = NEG_INF
+    q = _peer_apply(peer.typical(0.5, 0), x)
+    o = _oracle_apply(s.typical(0.5, 0), x)
+    return {"ids": q.ids.tolist()}, {"ids": o.ids.tolist()}
+
+
 def _mirostat_overflow():
     x = [0.0, 0.0, 0.0, 0.0]
     q = _peer_apply(peer.mirostat(4, 0, 5.0, 0.1, 100), x)
@@ -189,11 +197,20 @@ FINDINGS: list[Finding] = [
     Finding("typical-nan-entropy", "typical", "llama.cpp behaviour",
             "typical sums -p·logf(p) with no p > 0 guard. One p = 0 (a -inf logit, e.g. after top_n_sigma, "
             "logit_bias or a grammar; or expf underflow below e^-104) makes the entropy NaN, every "
-            "typicality score NaN and the NaN-comparing std::sort leaves the array as softmax sorted it, "
-            "so 'typical' keeps the most probable tokens until the mass exceeds p (here: only the top "
-            "token). The oracle takes 0·ln 0 = 0 and keeps the locally typical tokens.",
+            "typicality score NaN. Up to 16 candidates libstdc++'s std::sort is an insertion sort, which "
+            "leaves NaN keys in the order softmax sorted them, so 'typical' keeps the most probable tokens "
+            "until the mass exceeds p (here: only the top token); above 16 see typical-nan-entropy-scrambled. "
+            "The oracle takes 0·ln 0 = 0 and keeps the locally typical tokens.",
             "typical(p=0.5, min_keep=0) on logits [0, -inf, 1, 2, -1, 0.5]",
             {"ids": [3]}, {"ids": [2, 3]}, _typical_nan),
+    Finding("typical-nan-entropy-scrambled", "typical", "llama.cpp behaviour",
+            "The NaN entropy of typical-nan-entropy on more than 16 candidates: std::sort's introsort "
+            "partitions on NaN keys, the order it leaves is neither the softmax nor a typicality order, and "
+            "typical keeps mostly the LEAST probable tokens (here 14 of 17, the -inf one among them, "
+            "starting with tokens 9, 8, 16; token id = probability rank in this row). The 'degrades to top-p' description holds only up to 16 candidates "
+            "(found by the generated-chain differential: typical after a backend filter that masks).",
+            "typical(p=0.5, min_keep=0) on 17 logits linspace(2, -2), -inf at token 8",
+            {"ids": [9, 8, 16, 15, 14, 13, 12, 11, 10, 0, 7, 6, 5, 4]}, {"ids": [3, 4, 2, 5, 1]}, _typical_nan_large),
     Finding("mirostat-k-overflow", "mirostat", "llama.cpp behaviour",
             "mirostat v1 computes k in float; with (nearly) flat top-m probabilities s_hat -> 0 and "
             "k = inf (or >= 2^31, or NaN once two p are 0). int(k) is undefined there; x86-64 yields "
@@ -263,6 +280,11 @@ FINDINGS: list[Finding] = [
             "adaptive_p(1.25, 0.5, 1) on ln[0.6, 0.3, 0.1]",
             {"logits": [3.3333, -4.0, -9.8246]}, {"logits": [3.3333, -4.0, -9.8246]}, _adaptive_target_clamp),
 ]
+
+# the backend (ggml-graph) samplers' findings, replayed the same way (witnesses as data there)
+from properties.peers.backend_findings import BACKEND_FINDINGS  # noqa: E402
+
+FINDINGS += [Finding(**spec) for spec in BACKEND_FINDINGS]
 
 
 def table() -> list[dict]:

@@ -1,0 +1,76 @@
+"""The CPU-sampler differential in breadth (``chains_differential``): generated chains of every
+llama.cpp sampler, and long seeded streams of every stateful sampler.
+
+ci: 10 generated chains x 20 steps at <= 1,000 tokens; 150-step streams at 1,000 tokens.
+nightly: 100 chains x 100 steps at <= 32,000 tokens; 1,000-step streams at 32,000, 151,936 and
+262,144 tokens for every stateful sampler (the README's stream statements come from these).
+"""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from properties import recording
+from properties.peers import llama_cpp as peer
+from properties.profiles import current_profile
+
+_REASON = peer.available()
+if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
+    pytest.skip(_REASON, allow_module_level=True)
+
+from properties.peers.chains_differential import (STATEFUL, generated_chain_stream, generated_chains,  # noqa: E402
+                                                  long_stream)
+from properties.peers.records import RECORDS_BY_NAME  # noqa: E402
+from properties.samplers.strategies import vocab_sizes  # noqa: E402
+
+pytestmark = pytest.mark.peer
+NIGHTLY = current_profile() == "nightly"
+CHAIN_STEPS, CHAIN_VOCAB = (100, 32000) if NIGHTLY else (20, 1000)
+STREAM_STEPS = 1000 if NIGHTLY else 150
+STREAM_VOCABS = (32000, 151936, 262144) if NIGHTLY else (1000,)
+CHAINS: dict = {"examples": 0, "steps": 0, "identical": 0, "legal_differences": 0, "token_differences": 0, "stops": {}}
+STREAMS: dict = {}
+recording.table("llama_cpp_generated_chains", CHAINS)
+recording.table("llama_cpp_long_streams", STREAMS)
+
+# one fixed, representative parameter set per stateful sampler (its stream feeds or selects its state)
+STREAM_PARAMS = {
+    "dist": {"seed": 7}, "xtc": {"probability": 0.5, "threshold": 0.1, "min_keep": 0, "seed": 7},
+    "penalties": {"last_n": 64, "repeat": 1.1, "freq": 0.5, "present": 0.25, "history": []},
+    "dry": {"multiplier": 0.8, "base": 1.75, "allowed_length": 2, "last_n": 64, "breakers": [[1], [2, 3]], "history": []},
+    "mirostat": {"seed": 7, "tau": 3.0, "eta": 0.1, "m": 100}, "mirostat_v2": {"seed": 7, "tau": 5.0, "eta": 0.1},
+    "adaptive_p": {"target": 0.5, "decay": 0.9, "seed": 7},
+}
+
+
+@settings(max_examples=100 if NIGHTLY else 10)
+@given(data=st.data())
+def test_generated_chain_matches_llama_cpp(data):
+    """Any order of any samplers with any legal parameters (stateful ones after top_k's reordering
+    and compaction included), closed by a selector: llama.cpp's chain token equals its members
+    applied one by one, every member's answer is legal for the oracle, and the oracle chain picks
+    the same token unless a member legally differed."""
+    vocab = data.draw(vocab_sizes(CHAIN_VOCAB).filter(lambda v: v >= 2), label="vocab")
+    chain = data.draw(generated_chains(vocab), label="chain")
+    family = data.draw(st.sampled_from(chain.families), label="family")
+    rep = generated_chain_stream(chain, family, vocab, data.draw(st.integers(0, 2**16), label="seed"), CHAIN_STEPS)
+    CHAINS["examples"] += 1
+    for key in ("steps", "identical", "token_differences"):
+        CHAINS[key] += getattr(rep, key)
+    CHAINS["legal_differences"] += len(rep.divergences)
+    why = rep.stopped.split(" at ")[0] or "ran all steps"
+    CHAINS["stops"][why] = CHAINS["stops"].get(why, 0) + 1
+    assert rep.steps == CHAIN_STEPS or rep.stopped, f"chain stopped after {rep.steps} steps without a reason"
+
+
+@pytest.mark.parametrize("vocab", STREAM_VOCABS)
+@pytest.mark.parametrize("name", STATEFUL)
+def test_long_seeded_stream(name, vocab):
+    """>= STREAM_STEPS judged apply/accept rounds on zipf rows, seeded; every round legal. A
+    self-state sampler restarts (next seed) after a legal divergence, which is recorded."""
+    rec = RECORDS_BY_NAME[name]
+    family = "zipf" if "zipf" in rec.families else rec.families[0]
+    out = long_stream(rec, STREAM_PARAMS[name], family, vocab, 11, STREAM_STEPS)
+    STREAMS[f"{name} @ {vocab}"] = {"steps": out.steps, "identical": out.identical, "streams": out.streams,
+                                    "first_divergence": out.first_divergence[:10], "stops": out.stops[:3]}
+    assert out.steps >= STREAM_STEPS, f"only {out.steps} steps judged in {out.streams} streams: {out.stops[:3]}"
