@@ -175,19 +175,22 @@ def run_pytest(zoo: str, name: str, examples: int) -> list[Row]:
 
 
 def _job(args: tuple) -> tuple[str, str, list[Row]]:
-    zoo, name, examples, mode, touched = args
+    zoo, name, examples, mode, touched, outdir = args
     rows = run_pytest(zoo, name, examples) if mode == "pytest" else run_member(zoo, name, examples, touched)
+    if outdir:  # one file per member as it finishes: a run cut short keeps what it measured
+        Path(outdir, f"{zoo}-{name}.json").write_text(json.dumps(
+            {"zoo": zoo, "member": name, "rows": [dataclasses.asdict(r) for r in rows]}))
     return zoo, name, rows
 
 
 def calibrate(zoo: str = "all", only: list[str] | None = None, examples: int = 40, mode: str = "inprocess",
-              jobs: int = 1) -> dict[str, Any]:
+              jobs: int = 1, outdir: str = "") -> dict[str, Any]:
     chosen = [(z, n) for z, n in members(zoo) if not only or n in only or z == "control"]
     touched: set[str] = set()
     for z, n in chosen:
         if z != "control":
             touched |= modules(z, n)[2]
-    work = [(z, n, examples, mode, touched) for z, n in chosen]
+    work = [(z, n, examples, mode, touched, outdir) for z, n in chosen]
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
             done = list(pool.map(_job, work))
@@ -207,8 +210,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--mode", choices=("inprocess", "pytest"), default="inprocess")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--json", default="", help="write the raw results here")
+    ap.add_argument("--outdir", default="", help="also write one JSON per member as it finishes")
+    ap.add_argument("--collect", default="", help="only tabulate the per-member files of this directory")
     a = ap.parse_args(argv)
-    res = calibrate(a.zoo, [s for s in a.only.split(",") if s], a.examples, a.mode, a.jobs)
+    if a.collect:
+        runs = [json.loads(f.read_text()) for f in sorted(Path(a.collect).glob("*.json"))]
+        order = {n: i for i, (_, n) in enumerate(members("all"))}
+        runs.sort(key=lambda r: order.get(r["member"], len(order)))
+        print(markdown({"examples": a.examples, "mode": a.mode, "seed": SEED, "runs": runs}))
+        return
+    res = calibrate(a.zoo, [s for s in a.only.split(",") if s], a.examples, a.mode, a.jobs, a.outdir)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     print(markdown(res))
