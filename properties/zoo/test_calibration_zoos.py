@@ -100,11 +100,12 @@ def _differs(mutant) -> bool:
     a = np.random.default_rng(6).normal(size=(4, 4096)).astype(F32)
     b = np.random.default_rng(7).normal(size=(4096, 3)).astype(F32)
     q = np.random.default_rng(8).normal(size=(3, 2, 128)).astype(F32)
+    keys = np.random.default_rng(10).normal(size=(200, 2, 128)).astype(F32) * F32(4)  # > one 64-key tile
     ocall = {
         "matmul": lambda m: m.matmul(a, b),
         "rms_norm": lambda m: m.rms_norm(a * F32(1e-4)),
         "softmax": lambda m: m.softmax(a * F32(30)),
-        "attention": lambda m: m.attention(q, q, q, np.arange(3), np.arange(3)),
+        "attention": lambda m: m.attention(q, keys, keys, np.arange(197, 200), np.arange(200)),
     }
     if mutant.domain == "ops":
         return not np.array_equal(ocall[mutant.replaces](o), ocall[mutant.replaces](gops), equal_nan=True)

@@ -20,7 +20,7 @@ from properties.zoo.conforming._arith import F32
 
 
 def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale: float, cap: float,
-           tile: int, acc: type, reciprocal: bool) -> np.ndarray:
+           tile: int, acc: type, reciprocal: bool, rescale: bool = True) -> np.ndarray:
     g = q.shape[1] // k.shape[1]
     kk, vv = np.repeat(k, g, axis=1).astype(acc), np.repeat(v, g, axis=1).astype(acc)
     qq = q.astype(acc)
@@ -45,12 +45,15 @@ def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale:
         else:  # 0 · NaN would leak a masked cell into the output
             pv = np.einsum("thj,tjhd->thd", p, np.where(vis[:, :, None, None], vt[None], acc(0)))
         s = s * alpha + p.sum(axis=-1)
-        out = out * alpha[..., None] + pv
+        out = (out * alpha[..., None] if rescale else out) + pv
         m = m_new
     return (out * (acc(1) / s)[..., None]) if reciprocal else out / s[..., None]
 
 
-def make_attention(tile: int, acc: type = F32, reciprocal: bool = False) -> Callable[..., np.ndarray]:
+def make_attention(tile: int, acc: type = F32, reciprocal: bool = False, rescale: bool = True
+                   ) -> Callable[..., np.ndarray]:
+    """``rescale=False`` leaves the value accumulator unscaled when a later tile raises the max:
+    the classic flash-attention slip, kept here for the near-threshold zoo."""
     def attention(q: Any, k: Any, v: Any, q_pos: Any, k_pos: Any, *, scale: float | None = None,
                   causal: bool = True, window: int = 0, softcap: float = 0.0) -> np.ndarray:
         _, q32, k32, v32, qp, kp = _inputs(q, k, v, q_pos, k_pos)
@@ -66,7 +69,7 @@ def make_attention(tile: int, acc: type = F32, reciprocal: bool = False) -> Call
             t = int(np.flatnonzero(~seen.any(axis=1))[0])
             raise ValueError(f"query {t} at position {int(qp[t])} sees no key (causal={causal}, window={window})")
         with quiet():
-            return _flash(q32, k32, v32, seen, sc, cap, tile, acc, reciprocal).astype(F32)
+            return _flash(q32, k32, v32, seen, sc, cap, tile, acc, reciprocal, rescale).astype(F32)
     return attention
 
 

@@ -68,6 +68,8 @@ NEAR_MUTANTS: tuple[NearMutant, ...] = (
     NearMutant("op_softmax_fp16_exp", O, "softmax", ob.softmax_fp16_exp, "op softmax with exp in fp16"),
     NearMutant("attention_scale_bf16", O, "attention", ob.attention_scale_bf16,
                "the 1/sqrt(d) scale rounded to bf16: scores off by up to 2^-9 relative"),
+    NearMutant("attention_tile_no_rescale", O, "attention", ob.attention_tile_no_rescale,
+               "64-key tiles, the accumulator not rescaled when a later tile raises the max (needs > 64 keys)"),
 )
 NEAR_BY_NAME = {m.name: m for m in NEAR_MUTANTS}
 

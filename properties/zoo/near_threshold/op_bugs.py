@@ -12,6 +12,7 @@ import numpy as np
 from gpu_impl.ops._xp import f32, quiet
 from gpu_impl.ops.norms import _setup
 from properties.zoo.conforming._arith import F32, sequential_scan
+from properties.zoo.conforming._attention import make_attention
 from properties.zoo.conforming._ops import _affine, make_softmax
 from properties.zoo.near_threshold.sampler_bugs import _Fp16Exp, _pairwise_sum
 
@@ -85,5 +86,12 @@ def attention_scale_bf16(base: ModuleType) -> Callable[..., Any]:
     return attention
 
 
+def attention_tile_no_rescale(base: ModuleType) -> Callable[..., Any]:
+    # the bug: a 64-key flash-attention tile loop that does not rescale the value accumulator
+    # when a later tile raises the running max (invisible unless a query sees > 64 keys)
+    return make_attention(tile=64, reciprocal=True, rescale=False)
+
+
 __all__ = ["to_tf32", "matmul_tf32_inputs", "matmul_bf16_inputs", "rms_norm_fp16_accum",
-           "rms_norm_eps_outside_sqrt", "softmax_no_max", "softmax_fp16_exp", "attention_scale_bf16"]
+           "rms_norm_eps_outside_sqrt", "softmax_no_max", "softmax_fp16_exp", "attention_scale_bf16",
+           "attention_tile_no_rescale"]
