@@ -153,6 +153,36 @@ def min_p_shift(ps: tuple[float, ...] = (0.05, 0.1, 0.5)) -> list[dict[str, Any]
     return out
 
 
+def engine_threshold_may(v: int = 1000) -> list[dict[str, Any]]:
+    """Undecided tokens (may and not must) of the engine probability-threshold records today, and
+    under a bracket derived at the threshold: ln p_i is within u·(|ln p_thr| + 6) of exact for a
+    ratio test (min_p: p_i / p_max, no normaliser), plus the normaliser's γ_{n-1} for an absolute
+    one (epsilon, eta compare p_i itself)."""
+    from properties.catalogue.engines import ENGINE_RECORDS
+
+    recs = {r.name: r for r in ENGINE_RECORDS}
+    out = []
+    for name, param, val, absolute in (("transformers.min_p", "p", 0.05, False), ("transformers.epsilon", "eps", 3e-4, True),
+                                       ("transformers.eta", "eps", 3e-4, True), ("vllm.min_p", "p", 0.05, False)):
+        for fam, seed, low in (("peaked", 11, None), ("zipf", 11, None), ("zipf", 11, -1e4), ("zipf", 11, -1e9)):
+            row = make_logits(fam, v, seed).astype(np.float64)
+            if low is not None:  # one finitely masked token (-1e4, -1e9: masking constants engines use)
+                row[0] = low
+            params = {param: val, "min_keep": 1} if "vllm" not in name else {param: val}
+            must, may = recs[name].must_may(row, params)
+            d = row - row.max()
+            lp = d - math.log(np.exp(d).sum())  # ln p without underflow
+            thr = math.log(val) + (lp.max() if not absolute else 0.0)
+            if name.endswith("eta"):  # eta's cut: min(eps, sqrt(eps)·exp(-H))
+                h = float(-(np.exp(lp) * lp).sum())
+                thr = math.log(min(val, math.sqrt(val) * math.exp(-h)))
+            eps = U32 * (abs(thr) + 6 + (v - 1 if absolute else 0))
+            out.append({"record": name, "row": f"{fam}/{v}" + (f" + one {low:g}" if low else ""), "spread": float(-d.min()),
+                        "undecided_today": int((may & ~must).sum()),
+                        "undecided_derived": int((np.abs(lp - thr) <= eps).sum())})
+    return out
+
+
 def main() -> None:
     sections = [
         ("softmax, split model", softmax_split({**engines("softmax"), **near("softmax", ("softmax_fp16_exp",))})),
@@ -163,6 +193,7 @@ def main() -> None:
         ("rms_norm", rms_margins({**engines("rms_norm", ops=True),
                                   **near("rms_norm", ("rms_norm_eps_outside_sqrt", "rms_norm_fp16_accum"))})),
         ("min_p threshold in fp16", min_p_shift()),
+        ("engine probability thresholds: undecided tokens", engine_threshold_may()),
     ]
     for title, rows in sections:
         print(f"\n## {title}\n")
