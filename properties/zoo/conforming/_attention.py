@@ -3,8 +3,8 @@ and sum, both rescaled when a tile raises the max), the value accumulator rescal
 normalisation at the end. ``tile=1`` is ggml-CPU's one-key-at-a-time loop; 64 a CUDA tile.
 
 Input checks are gpu_impl.ops' own. Invisible keys are skipped (their scores become -inf before
-the max and their values are zeroed per query only when some value is non-finite), as every
-correct kernel must: a masked cache cell may hold anything.
+the max; non-finite values are zeroed for the products and the outputs a visible one reaches are
+set to NaN afterwards), as every correct kernel must: a masked cache cell may hold anything.
 """
 from __future__ import annotations
 
@@ -28,7 +28,10 @@ def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale:
     m = np.full((tq, hq), -np.inf, acc)
     s = np.zeros((tq, hq), acc)
     out = np.zeros((tq, hq, dv), acc)
-    clean_v = bool(np.isfinite(vv).all())
+    # zero non-finite values once (an identity on finite data, so a poisoned invisible cell
+    # cannot change the arithmetic of anything it does not reach), mark what they reach at the end
+    bad_v = ~np.isfinite(vv)
+    vv = np.where(bad_v, acc(0), vv)
     for lo in range(0, k.shape[0], tile):
         vis = seen[:, lo:lo + tile]  # [Tq, t]
         sc = np.einsum("thd,jhd->thj", qq, kk[lo:lo + tile]) * acc(scale)
@@ -39,15 +42,13 @@ def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale:
         base = np.where(m_new > -np.inf, m_new, acc(0))
         alpha = np.where(m > -np.inf, np.exp(m - base), acc(0))
         p = np.where(sc > -np.inf, np.exp(sc - base[..., None]), acc(0))
-        vt = vv[lo:lo + tile]
-        if clean_v:
-            pv = np.einsum("thj,jhd->thd", p, vt)
-        else:  # 0 · NaN would leak a masked cell into the output
-            pv = np.einsum("thj,tjhd->thd", p, np.where(vis[:, :, None, None], vt[None], acc(0)))
+        pv = np.einsum("thj,jhd->thd", p, vv[lo:lo + tile])
         s = s * alpha + p.sum(axis=-1)
         out = (out * alpha[..., None] if rescale else out) + pv
         m = m_new
-    return (out * (acc(1) / s)[..., None]) if reciprocal else out / s[..., None]
+    out = (out * (acc(1) / s)[..., None]) if reciprocal else out / s[..., None]
+    reached = np.einsum("tj,jhd->thd", seen.astype(acc), bad_v.astype(acc)) > 0  # a visible NaN/inf value
+    return np.where(reached, acc(np.nan), out)
 
 
 def make_attention(tile: int, acc: type = F32, reciprocal: bool = False, rescale: bool = True

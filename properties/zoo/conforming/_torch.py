@@ -181,10 +181,10 @@ def attention(q: Any, k: Any, v: Any, q_pos: Any, k_pos: Any, *, scale: float | 
     if cap > 0:
         s = cap * torch.tanh(s / cap)
     p = torch.softmax(s.masked_fill(~seen[None], -math.inf), dim=-1)
-    if bool(torch.isfinite(vt).all()):
-        out = torch.matmul(p, vt)
-    else:  # a masked cache cell may hold NaN: 0 · NaN must not reach the output
-        out = torch.einsum("htj,tjhd->htd", p, torch.where(seen[:, :, None, None], vt.transpose(0, 1)[None], 0.0))
+    bad = ~torch.isfinite(vt)  # zeroed for the product, so invisible cells cannot change its arithmetic
+    out = torch.matmul(p, torch.where(bad, 0.0, vt))
+    reached = torch.einsum("tj,hjd->htd", seen.float(), bad.float()) > 0  # a visible NaN/inf value
+    out = torch.where(reached, math.nan, out)
     return out.transpose(0, 1).numpy()
 
 
