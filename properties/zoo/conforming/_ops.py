@@ -15,7 +15,7 @@ import numpy as np
 from gpu_impl.ops._xp import f32, ndim, quiet
 from gpu_impl.ops.norms import _setup
 from gpu_impl.ops.softmax import _logits
-from properties.zoo.conforming._arith import F32, WARP, Arith, _pad, online_sum_exp, threads_for, tree
+from properties.zoo.conforming._arith import F32, Arith, _pad, online_sum_exp, threads_for, tree
 
 Dot = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -213,6 +213,3 @@ def op_functions(ar: Arith, dot: Dot, inv_sqrt: Callable = inv_sqrt_div) -> dict
             "rms_norm": make_rms_norm(ar, inv_sqrt), "layer_norm": make_layer_norm(ar, inv_sqrt),
             "matmul": make_matmul(dot)}
 
-
-__all__ = ["op_functions", "welford_layer_norm", "dot_sequential", "dot_fma", "dot_simd", "dot_split_k",
-           "dot_kahan", "dot_f64", "inv_sqrt_div", "inv_sqrt_rsqrt", "WARP"]
