@@ -28,14 +28,6 @@ def _fma(a: np.ndarray, b: np.ndarray, acc: np.ndarray) -> np.ndarray:
     return (a.astype(np.float64) * b.astype(np.float64) + acc.astype(np.float64)).astype(F32)
 
 
-def dot_sequential(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """A scalar C loop: product rounded, then added, k = 0, 1, ..."""
-    acc = np.zeros((a.shape[0], b.shape[1]), F32)
-    for k in range(a.shape[1]):
-        acc = acc + a[:, k:k + 1] * b[k:k + 1, :]
-    return acc
-
-
 def dot_fma(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """One thread per output, an FMA per k (a CUDA GEMM's inner loop)."""
     acc = np.zeros((a.shape[0], b.shape[1]), F32)
