@@ -34,6 +34,29 @@ def conforming_table(res: dict[str, Any]) -> list[str]:
     return lines + detail
 
 
+def record_of(prop: str) -> str:
+    """The catalogue record (sampler or op) a property name judges."""
+    inner = prop[prop.index("[") + 1:prop.index("]")] if "[" in prop else prop.split("-")[0]
+    return inner.split("/")[0]
+
+
+def per_record_table(res: dict[str, Any]) -> list[str]:
+    """False alarms per record: failing properties (examples) per conforming member."""
+    runs = [r for r in res["runs"] if r["zoo"] in ("conforming", "control")]
+    cells: dict[str, dict[str, list[int]]] = {}
+    for run in runs:
+        for r in run["rows"]:
+            c = cells.setdefault(record_of(r["prop"]), {}).setdefault(run["member"], [0, 0])
+            c[0] += bool(r["failed"])
+            c[1] += r["failed"]
+    names = [r["member"] for r in runs]
+    lines = ["| record | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for rec in sorted(cells):
+        row = [(f"{c[0]} ({c[1]})" if c[0] else "0") if (c := cells[rec].get(n)) else "-" for n in names]
+        lines.append(f"| {rec} | " + " | ".join(row) + " |")
+    return ["Failing properties per record (failing examples in brackets; - = not run):", ""] + lines
+
+
 def near_table(res: dict[str, Any]) -> list[str]:
     control = next((_failing(r) for r in res["runs"] if r["zoo"] == "control"), {})
     lines = ["| mutant | size | killed | first kill (property: example) | examples to kill | properties killing |",
@@ -62,7 +85,7 @@ def near_table(res: dict[str, Any]) -> list[str]:
 def markdown(res: dict[str, Any]) -> str:
     out = []
     if any(r["zoo"] == "conforming" for r in res["runs"]):
-        out += ["## Conforming zoo: false alarms", ""] + conforming_table(res) + [""]
+        out += ["## Conforming zoo: false alarms", ""] + conforming_table(res) + [""] + per_record_table(res) + [""]
     if any(r["zoo"] == "near" for r in res["runs"]):
         out += ["## Near-threshold zoo: kills", ""] + near_table(res)
     return "\n".join(out)
