@@ -108,6 +108,27 @@ def dist_bracket(v: int = 262144) -> list[dict[str, Any]]:
     return out
 
 
+def dist_proposed(v: int = 262144, draws: int = 64) -> list[dict[str, Any]]:
+    """Selections outside the derived dist window (exp errors + a blocked normaliser and scan),
+    for every engine and the bf16-probability mutant: the proposal must pass the first, not the
+    second."""
+    fns = {**engines("dist"), **near("dist", ("dist_bf16_probs",))}
+    us = np.random.default_rng(0).random(draws)
+    out = []
+    for fam in ("flat", "zipf", "peaked"):
+        row = make_logits(fam, v, 7)
+        r = row.astype(np.float64)
+        e = np.exp(r - r.max())
+        cdf = np.cumsum(e) / e.sum()
+        lo = np.concatenate([[0.0], cdf[:-1]])
+        d = 2 * U32 * (np.abs(r - r.max()).max() + 4) + 2 * (-(-v // 1024) + 12) * U32
+        for name, f in fns.items():
+            ids = np.asarray(f(np.repeat(row[None], draws, axis=0), us))
+            ok = (lo[ids] <= us + d) & (cdf[ids] >= us - d) & (e[ids] > 0)
+            out.append({"engine": name, "row": f"{fam}/{v}", "window": d, "outside": int((~ok).sum()), "draws": draws})
+    return out
+
+
 def _op_stats(out: np.ndarray, exact: np.ndarray, scale: np.ndarray, k: int) -> tuple[float, float]:
     err = np.abs(out.astype(np.float64) - exact) / (U32 * scale)
     return float(err.max()), float(np.percentile(err / math.sqrt(k), 99))
@@ -188,6 +209,7 @@ def main() -> None:
         ("softmax, split model", softmax_split({**engines("softmax"), **near("softmax", ("softmax_fp16_exp",))})),
         ("top_p mass at the crossing", top_p_mass({**engines("top_p"), **near("top_p", ("top_p_fp16_probs",))})),
         ("dist legal bracket", dist_bracket()),
+        ("dist under the derived window", dist_proposed()),
         ("matmul", matmul_margins({**engines("matmul", ops=True),
                                    **near("matmul", ("matmul_tf32_inputs", "matmul_bf16_inputs"))})),
         ("rms_norm", rms_margins({**engines("rms_norm", ops=True),
