@@ -47,6 +47,15 @@ def rows(logits: Any, ch: Choices) -> tuple[np.ndarray, np.ndarray]:
     return x, x.max(axis=1)
 
 
+def filter_args(logits: Any, p: Any, min_keep: Any, ch: Choices
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(float32 rows, row max, per-row p, per-row min_keep) with the API's parameter checks."""
+    x, m = rows(logits, ch)
+    B = x.shape[0]
+    return (x, m, row_param(p, B, "p", np),
+            nonneg(np, row_param(min_keep, B, "min_keep", np, integer=True), "min_keep"))
+
+
 def exp_and_sum(ar: Arith, x: np.ndarray, m: np.ndarray, order: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray]:
     """e = expf(x - max) (0 at -inf) and the normaliser summed in ``order`` (default: token order)."""
@@ -107,10 +116,8 @@ def make_top_k(ch: Choices) -> Callable[..., np.ndarray]:
 
 def make_top_p(ar: Arith, ch: Choices) -> Callable[..., np.ndarray]:
     def top_p(logits: Any, p: Any, min_keep: Any = 0) -> np.ndarray:
-        x, m = rows(logits, ch)
-        B, V = x.shape
-        p = row_param(p, B, "p", np)
-        mk = nonneg(np, row_param(min_keep, B, "min_keep", np, integer=True), "min_keep")
+        x, m, p, mk = filter_args(logits, p, min_keep, ch)
+        V = x.shape[1]
         if not (p < 1).any():
             return x.copy()
         e, s = exp_and_sum(ar, x, m)  # llama.cpp: softmax over the candidates, unsorted
@@ -126,10 +133,8 @@ def make_top_p(ar: Arith, ch: Choices) -> Callable[..., np.ndarray]:
 
 def make_typical(ar: Arith, ch: Choices) -> Callable[..., np.ndarray]:
     def typical(logits: Any, p: Any, min_keep: Any = 0) -> np.ndarray:
-        x, m = rows(logits, ch)
-        B, V = x.shape
-        p = row_param(p, B, "p", np)
-        mk = nonneg(np, row_param(min_keep, B, "min_keep", np, integer=True), "min_keep")
+        x, m, p, mk = filter_args(logits, p, min_keep, ch)
+        V = x.shape[1]
         if not (p < 1).any():
             return x.copy()
         desc = descending(x, ch)
@@ -155,10 +160,8 @@ def make_min_p_on_probs(ar: Arith, ch: Choices) -> Callable[..., np.ndarray]:
     """min_p as Hugging Face writes it: p_i >= p · p_max on the softmax (legal: the same set as
     l_i >= l_max + ln p up to the rounding of two probabilities that share one normaliser)."""
     def min_p(logits: Any, p: Any, min_keep: Any = 0) -> np.ndarray:
-        x, m = rows(logits, ch)
-        B, V = x.shape
-        p = row_param(p, B, "p", np)
-        mk = nonneg(np, row_param(min_keep, B, "min_keep", np, integer=True), "min_keep")
+        x, m, p, mk = filter_args(logits, p, min_keep, ch)
+        V = x.shape[1]
         e, s = exp_and_sum(ar, x, m)
         probs = ar.normalise(e, s[:, None])
         keep = (probs >= (p * probs.max(axis=1))[:, None]) & (x > -np.inf)

@@ -13,11 +13,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gpu_impl._array import as_logits, nonneg, row_param, unit_param
-from gpu_impl.ops._xp import f32, ndim, quiet, scalar
+from gpu_impl._array import as_logits, unit_param
+from gpu_impl.ops._xp import quiet, scalar
 from gpu_impl.ops.attention import _inputs
 from gpu_impl.ops.norms import _setup
 from gpu_impl.ops.softmax import _logits
+from properties.zoo.conforming._ops import make_matmul
+from properties.zoo.conforming._samplers import Choices, filter_args
 
 NEG_INF = np.float32(-np.inf)
 
@@ -48,10 +50,8 @@ def softmax(logits: Any) -> np.ndarray:
 
 
 def top_p(logits: Any, p: Any, min_keep: Any = 0) -> np.ndarray:
-    _, x, _ = as_logits(logits)
-    B, V = x.shape
-    p32 = row_param(p, B, "p", np)
-    mk = nonneg(np, row_param(min_keep, B, "min_keep", np, integer=True), "min_keep")
+    x, _, p32, mk = filter_args(logits, p, min_keep, Choices())
+    V = x.shape[1]
     if not (p32 < 1).any():
         return x.copy()
     xt = _t(x)
@@ -64,10 +64,8 @@ def top_p(logits: Any, p: Any, min_keep: Any = 0) -> np.ndarray:
 
 
 def typical(logits: Any, p: Any, min_keep: Any = 0) -> np.ndarray:
-    _, x, _ = as_logits(logits)
-    B, V = x.shape
-    p32 = row_param(p, B, "p", np)
-    mk = nonneg(np, row_param(min_keep, B, "min_keep", np, integer=True), "min_keep")
+    x, _, p32, mk = filter_args(logits, p, min_keep, Choices())
+    V = x.shape[1]
     if not (p32 < 1).any():
         return x.copy()
     xt = _t(x)
@@ -87,10 +85,8 @@ def typical(logits: Any, p: Any, min_keep: Any = 0) -> np.ndarray:
 
 
 def min_p(logits: Any, p: Any, min_keep: Any = 0) -> np.ndarray:
-    _, x, _ = as_logits(logits)
-    B, V = x.shape
-    p32 = row_param(p, B, "p", np)
-    mk = nonneg(np, row_param(min_keep, B, "min_keep", np, integer=True), "min_keep")
+    x, _, p32, mk = filter_args(logits, p, min_keep, Choices())
+    V = x.shape[1]
     xt = _t(x)
     probs = _probs(xt)
     keep = (probs >= torch.from_numpy(p32)[:, None] * probs.max(dim=1, keepdim=True).values) & torch.isfinite(xt)
@@ -148,13 +144,7 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5) 
     return F.layer_norm(_t(a), (a.shape[-1],), w, b, eps=e).numpy()
 
 
-def matmul(a: Any, b: Any) -> np.ndarray:
-    a32, b32 = f32(np, a, "a"), f32(np, b, "b")
-    ndim(a32, 2, "a")
-    ndim(b32, 2, "b")
-    if a32.shape[1] != b32.shape[0]:
-        raise ValueError(f"matmul: a {a32.shape} and b {b32.shape} have different inner dimensions")
-    return torch.matmul(_t(a32), _t(b32)).numpy()
+matmul = make_matmul(lambda a, b: torch.matmul(_t(a), _t(b)).numpy())
 
 
 def attention(q: Any, k: Any, v: Any, q_pos: Any, k_pos: Any, *, scale: float | None = None,
