@@ -97,7 +97,7 @@ class Prop:
 
 def properties(examples: int) -> list[Prop]:
     """The in-process properties, in a fixed order (samplers as the bug-zoo runner orders them)."""
-    from properties.ops_properties import PROPERTIES as OPS
+    from properties.ops.suite import PROPERTIES as OPS
     from properties.zoo.runner import PROPERTIES as SAMPLERS
 
     out = [Prop(p.name, p.uses, lambda p=p: p.draw(1, 262144), p.body, False, min(p.cap, examples))

@@ -24,11 +24,11 @@ import numpy as np
 
 import gpu_impl
 import oracle.ops as oo
-from properties.catalogue import RECORDS_BY_NAME
-from properties.catalogue import op_models
-from properties.errors import U32, log2n, mass_allowance, softmax_error
-from properties.ops_strategies import OpCase
-from properties.strategies import make_logits
+from properties.samplers.records import RECORDS_BY_NAME
+from properties.samplers.records import op_models
+from properties.numerics import U32, log2n, mass_allowance, softmax_error
+from properties.ops.strategies import OpCase
+from properties.samplers.strategies import make_logits
 from properties.zoo.conforming import MEMBERS
 from properties.zoo.near_threshold import NEAR_BY_NAME, mutant_modules
 
@@ -136,7 +136,7 @@ def _op_stats(out: np.ndarray, exact: np.ndarray, scale: np.ndarray, k: int) -> 
 
 def matmul_margins(fns: dict[str, Callable]) -> list[dict[str, Any]]:
     """Every matmul family the suite draws (operands as its strategy fills them), 8×K×16."""
-    from properties.catalogue.ops import MATMUL_FAMS
+    from properties.ops.records import MATMUL_FAMS
 
     out = []
     for fam in MATMUL_FAMS:
@@ -182,7 +182,7 @@ def engine_threshold_may(v: int = 1000) -> list[dict[str, Any]]:
     under a bracket derived at the threshold: ln p_i is within u·(|ln p_thr| + 6) of exact for a
     ratio test (min_p: p_i / p_max, no normaliser), plus the normaliser's γ_{n-1} for an absolute
     one (epsilon, eta compare p_i itself)."""
-    from properties.catalogue.engines import ENGINE_RECORDS
+    from properties.engines.records import ENGINE_RECORDS
 
     recs = {r.name: r for r in ENGINE_RECORDS}
     out = []
