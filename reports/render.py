@@ -115,7 +115,7 @@ def render(results: dict[str, Any], changes: Changes | None = None) -> str:
     vs = verdicts(results)
     drawn = draw(results, TITLES)
     known = {a.key for a in AREAS}
-    if any(d.area not in known for d in drawn) and not any(v.area.key == OTHER.key for v in vs):
+    if any(d.ran and d.area not in known for d in drawn) and not any(v.area.key == OTHER.key for v in vs):
         vs.append(Verdict(OTHER, tally([]), 0))
     counts = tally(results.get("tests") or [])
     nav = [("summary", "Summary", "")]
