@@ -52,7 +52,8 @@ def report_command(sub: Any) -> None:
                    help=f"list an error as regressed or improved when its error / bound moved by more than "
                         f"this factor (default {DEFAULT_FACTOR:g})")
     r.add_argument("-n", "--workers", default=None, metavar="N|auto",
-                   help="run the suite on N pytest-xdist worker processes (same results as one process)")
+                   help="pytest-xdist worker processes (the results are the same as one process's); default: "
+                        "auto (one per core) when pytest-xdist is installed and there is more than one core; 0: none")
     r.add_argument("-k", dest="k", default=None, metavar="EXPR", help="pytest -k selection expression")
     r.add_argument("--strict", action="store_true", help="exit 1 if any test failed (for CI gates)")
     r.set_defaults(handler=report)
@@ -93,10 +94,13 @@ def pytest_argv(args: argparse.Namespace, results_path: Path) -> list[str]:
         argv += ["--backend", args.backend]
     if args.k:
         argv += ["-k", args.k]
-    if args.workers not in (None, "0", "1"):
-        if importlib.util.find_spec("xdist") is None:
+    has_xdist = importlib.util.find_spec("xdist") is not None
+    workers = args.workers if args.workers is not None else ("auto" if has_xdist and (os.cpu_count() or 1) > 1
+                                                             else "0")
+    if workers not in ("0", "1"):
+        if not has_xdist:
             raise RuntimeError("--workers needs pytest-xdist (pip install pytest-xdist)")
-        argv += ["-n", str(args.workers)]
+        argv += ["-n", str(workers)]
     return argv
 
 

@@ -93,13 +93,19 @@ def failures(results: dict[str, Any]) -> str:
     return f'<section id="failures" class="failbox"><h2>Failures ({len(bad)})</h2><ol>{items}</ol></section>'
 
 
+def _duration(s: float) -> str:
+    if not math.isfinite(s):
+        return fmt_num(s)
+    return f"{s:.1f} s" if s < 60 else f"{int(s // 60)} min {int(s % 60):02d} s"
+
+
 def environment(meta: dict[str, Any]) -> str:
     seed = ("fixed examples (derandomized)" if meta.get("derandomized") or meta.get("seed_effective") is False
             else f"seed {meta.get('seed')}" if meta.get("seed") is not None else "random seed (not recorded)")
     facts = [("impl", meta.get("impl")), ("backend", meta.get("backend")), ("device", meta.get("device")),
              ("profile", f"{meta.get('profile', '?')}, {seed}"), ("workers", meta.get("workers")),
              ("selection", meta.get("selection")), ("started", meta.get("date")),
-             ("wall time", f"{fmt_num(as_float(meta.get('duration_s')))} s" if meta.get("duration_s") is not None else None)]
+             ("wall time", _duration(as_float(meta.get("duration_s"))) if meta.get("duration_s") is not None else None)]
     versions = meta.get("versions") if isinstance(meta.get("versions"), dict) else {}
     shown = [(k, versions[k]) for k in SHOWN_VERSIONS if k in versions and versions[k] != "absent"]
     env = " · ".join(f"<b>{esc(k)}</b> {esc(v)}" for k, v in facts if v not in (None, ""))

@@ -14,7 +14,7 @@ DTYPES = ("float32", "float16", "bfloat16")
 
 
 def worst_row(rng: np.random.Generator, record: str, prop: str, dtype: str, test: str, n: int,
-              scale: float = 0.05) -> dict[str, Any]:
+              scale: float = 0.01) -> dict[str, Any]:
     """n examples whose error / bound is log-normal around ``scale``, with a few exact zeros."""
     ratios = np.where(rng.random(n) < 0.1, 0.0, scale * np.exp(rng.normal(0, 1, n)))
     bounds = rng.uniform(4, 40, n)
