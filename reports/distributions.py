@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from properties.recording import bin_key, quantile  # the writer's bins, read back
 from reports.areas import BY_KEY, record_areas
 from reports.sections import Context, section
 from reports.tables import as_float, esc, fmt_num, truncate
@@ -20,10 +21,7 @@ def _bins(row: dict[str, Any]) -> dict[str, int]:
     hist = row.get("ratio_hist")
     if isinstance(hist, dict) and hist:
         return {str(k): int(as_float(v)) for k, v in hist.items() if as_float(v) > 0}
-    r = as_float(row.get("ratio"))  # version 1: only the worst example
-    key = "nan" if math.isnan(r) else "inf" if math.isinf(r) else "zero" if r <= 0 else \
-        str(math.ceil(4 * math.log10(r)) - 1)
-    return {key: 1}
+    return {bin_key(as_float(row.get("ratio"))): 1}  # version 1: only the worst example
 
 
 def _slot(key: str) -> tuple[str, int]:
@@ -78,15 +76,7 @@ def _quantile_u(row: dict[str, Any], q: float) -> float | None:
     hist = row.get("u_hist")
     if not isinstance(hist, dict) or not hist:
         return None
-    special = {"zero": -math.inf, "inf": 1e300, "nan": math.inf}
-    keys = sorted(hist, key=lambda k: special.get(k, None) if k in special else float(k))
-    total, seen = sum(int(as_float(hist[k])) for k in keys), 0
-    for k in keys:
-        seen += int(as_float(hist[k]))
-        if seen >= q * total:
-            return 0.0 if k == "zero" else math.inf if k == "inf" else math.nan if k == "nan" else \
-                10 ** ((int(k) + 1) / 4)
-    return None
+    return quantile({str(k): int(as_float(v)) for k, v in hist.items()}, q)
 
 
 def _worst_inputs(row: dict[str, Any]) -> str:
