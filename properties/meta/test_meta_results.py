@@ -131,3 +131,19 @@ def test_absorb_is_independent_of_the_split():
         for live, old in zip((recording.WORST, recording.EXAMPLES, recording.FIRST_TEST, recording.TABLES), saved):
             live.clear()
             live.update(old)
+
+
+def test_progress_line_counts_and_estimates():
+    from types import SimpleNamespace
+
+    from reports.progress import Progress
+
+    lines: list[str] = []
+    p = Progress(every=0.0)
+    p.reporter = SimpleNamespace(write_line=lines.append)
+    p.total, p.t0 = 4, p.t0 - 120.0  # two minutes in
+    for outcome in ("passed", "failed"):
+        for when in ("setup", "call", "teardown"):
+            p.pytest_runtest_logreport(SimpleNamespace(when=when, outcome=outcome if when == "call" else "passed",
+                                                       failed=outcome == "failed" and when == "call"))
+    assert lines[-1].startswith("[logitcheck] 2/4 tests, 1 failed, 2m0") and "about 2m0" in lines[-1]
