@@ -12,7 +12,8 @@ class Progress:
     def __init__(self, every: float = 30.0) -> None:
         self.every, self.total, self.done, self.failed = every, 0, 0, 0
         self.t0 = self.last = time.monotonic()
-        self.reporter = None
+        self.reporter = None  # pytest's terminal reporter, looked up once the run has one
+        self.config: pytest.Config | None = None
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -23,13 +24,15 @@ class Progress:
         self.total = max(self.total, len(ids))
 
     def pytest_configure(self, config: pytest.Config) -> None:
-        self.reporter = config.pluginmanager.get_plugin("terminalreporter")
+        self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             self.done += 1
             self.failed += report.failed
         now = time.monotonic()
+        if self.reporter is None and self.config is not None:
+            self.reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if report.when == "teardown" and now - self.last >= self.every and self.reporter is not None:
             self.last = now
             self.reporter.write_line(self.line(now))
