@@ -41,7 +41,8 @@ PROBE = """(() => {
     summary_top: top('#summary'), failures_top: top('#failures'), areas_top: top('.areas'),
     too_wide: [...document.querySelectorAll('body *')].filter(e => box(e).right > innerWidth + 1
         && !e.closest('details:not([open])') && getComputedStyle(e).position !== 'fixed')
-        .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(box(e).right)),
+        .filter(e => box(e.parentElement).right <= innerWidth + 1).slice(0, 8)
+        .map(e => (e.closest('section[id]') || {}).id + ' ' + e.tagName + '.' + e.className + ' ' + Math.round(box(e).right)),
     load_ms: performance.getEntriesByType('navigation').map(n => n.loadEventEnd - n.startTime)[0] || null,
   });
 })()"""

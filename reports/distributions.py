@@ -88,14 +88,18 @@ def _worst_inputs(row: dict[str, Any]) -> str:
         f'{esc(fmt_num(as_float(c.get("bound_u"))))}) <code>{esc(truncate(str(c.get("case") or "?"), 300))}</code>'
         f'<div class="muted">{esc(c.get("test", ""))}</div></li>' for c in cases)
     first = cases[0]
-    return (f'<details><summary><code>{esc(truncate(str(first.get("case") or "?"), 70))}</code></summary>'
+    return (f'<details><summary><code>{esc(truncate(str(first.get("case") or "?"), 90))}</code></summary>'
             f'<ol class="cases">{items}</ol></details>')
 
 
-def _ratio_cell(x: Any) -> str:
-    v = as_float(x)
-    cls = ' class="num bad"' if not v <= 1.0 else ' class="num"'
-    return f"<td{cls}>{esc(fmt_num(v)) if x is not None else '—'}</td>"
+def _ratios(r: dict[str, Any]) -> str:
+    """p50 / p90 / worst as fractions of the bound; past the bound in red."""
+    def one(x: Any) -> str:
+        if x is None:
+            return "—"
+        v = as_float(x)
+        return f'<span class="bad">{esc(fmt_num(v))}</span>' if not v <= 1.0 else esc(fmt_num(v))
+    return " / ".join(one(r.get(k)) for k in ("ratio_p50", "ratio_p90", "ratio"))
 
 
 def distribution_table(rows: list[dict[str, Any]]) -> str:
@@ -108,17 +112,17 @@ def distribution_table(rows: list[dict[str, Any]]) -> str:
         lo, hi = as_float(r.get("bound_u_min", r.get("bound_u"))), as_float(r.get("bound_u_max", r.get("bound_u")))
         bound = fmt_num(hi) if lo == hi or math.isnan(lo) else f"{fmt_num(lo)}–{fmt_num(hi)}"
         body.append(
-            f'<tr{" class=bad" if bad else ""}><td class="nw">{esc(r.get("record"))}</td><td>{esc(r.get("property"))}'
-            f'</td><td class="nw">{esc(r.get("dtype"))}</td><td class="num">{esc(fmt_num(r.get("n", 1)))}</td>'
-            f"<td>{histogram_svg(r)}</td>" + "".join(_ratio_cell(r.get(k)) for k in ("ratio_p50", "ratio_p90"))
-            + _ratio_cell(r.get("ratio"))
-            + f'<td class="num">{esc(fmt_num(u50)) if u50 is not None else "—"} / '
-              f'{esc(fmt_num(u90)) if u90 is not None else "—"} / {esc(fmt_num(as_float(r.get("worst_u"))))}</td>'
-            f'<td class="num">{esc(bound)}</td><td>{_worst_inputs(r)}</td></tr>')
-    return ('<table class="grid dist"><thead><tr><th>record</th><th>property</th><th>dtype</th><th>examples</th>'
-            "<th>error / bound per example<br><span class=muted>log axis; dashed: the bound</span></th>"
-            "<th>p50 ×bound</th><th>p90 ×bound</th><th>worst ×bound</th><th>error in u: p50 / p90 / max</th>"
-            f'<th>bound (u)</th><th>worst inputs</th></tr></thead><tbody>{"".join(body)}</tbody></table>')
+            f'<tr{" class=bad" if bad else ""}><td class="nw">{esc(r.get("record"))}<div class="muted">'
+            f'{esc(r.get("property"))} · {esc(r.get("dtype"))}</div></td><td class="num">{esc(fmt_num(r.get("n", 1)))}</td>'
+            f'<td>{histogram_svg(r)}</td><td class="numw">{_ratios(r)}</td>'
+            f'<td class="numw">{esc(fmt_num(u50)) if u50 is not None else "—"} / '
+            f'{esc(fmt_num(u90)) if u90 is not None else "—"} / {esc(fmt_num(as_float(r.get("worst_u"))))}</td>'
+            f'<td class="numw">{esc(bound)}</td><td class="wi">{_worst_inputs(r)}</td></tr>')
+    return ('<table class="grid dist"><thead><tr><th>record<div class="muted">property · dtype</div></th>'
+            "<th>examples</th><th>error / bound per example<div class=muted>log axis; dashed: the bound</div></th>"
+            "<th>×bound<div class=muted>p50 / p90 / worst</div></th><th>error in u<div class=muted>p50 / p90 / max"
+            "</div></th><th>bound (u)</th><th>worst inputs</th></tr></thead>"
+            f'<tbody>{"".join(body)}</tbody></table>')
 
 
 LEAD = ('<p class="muted">Each example\'s worst element, as a fraction of its own error model\'s bound (≤ 1 passes; '

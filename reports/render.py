@@ -94,6 +94,8 @@ p.changes{font-weight:600;margin:6px 0}p.changes.bad{color:#a1261b}p.changes.ok{
 section.area{border-top:3px solid #e3e7ee;margin-top:26px}section.area.fail{border-top-color:#eba79f}
 section.notrun h3{color:#889}svg.hist{display:block}svg.hist .ax{font:9px sans-serif;fill:#778}
 ol.cases{margin:4px 0;padding-left:18px;font-size:12px}table.dist td{vertical-align:middle}
+table.dist{width:100%}table.dist td.wi{font-size:12px;min-width:220px}table.dist td.numw{text-align:right;font-variant-numeric:tabular-nums}table.dist td.wi code{word-break:break-all}
+table.dist td.nw .muted{font-size:11px;white-space:normal;overflow-wrap:anywhere;max-width:220px}
 """
 
 
