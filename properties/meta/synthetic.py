@@ -59,10 +59,12 @@ def results(n_tests: int = 60, n_records: int = 12, examples: int = 400, seed: i
         tests.append({"nodeid": node, "outcome": "skipped" if i % 17 == 5 else "passed",
                       "duration": round(float(rng.uniform(0, 4)), 3),
                       "reason": "NOT COVERED: gpu_impl.mirostat" if i % 17 == 5 else ""})
-    for rec in records:
-        test = f"properties/test_impl_vs_oracle.py::test_impl_matches_oracle[{rec}-float32]"
+    for j, rec in enumerate(records):  # every fourth record an op, with the long property names ops have
+        test = f"properties/test_impl_vs_oracle.py::test_impl_matches_oracle[{rec}-float32]" if j % 4 else \
+            f"properties/test_ops.py::test_op_properties[{rec}-fused_rms_norm_rope_attention_block]"
+        prop = "impl_vs_oracle" if j % 4 else f"impl_vs_oracle[{rec}_fused_rms_norm_rope_attention_block_output]"
         for dtype in DTYPES:
-            worst.append(worst_row(rng, rec, "impl_vs_oracle", dtype, test, examples))
+            worst.append(worst_row(rng, rec, prop, dtype, test, examples))
     for rec in failures:  # its own generator: the rest of the run is the same with or without failures
         node = f"properties/test_impl_vs_oracle.py::test_impl_matches_oracle[{rec}-float16]"
         tests.append(failed_test(node, rec, 51.2, 20.0))
