@@ -87,30 +87,38 @@ def _rank(x: float) -> float:
     return math.inf if math.isnan(x) else x
 
 
-def drawn_case() -> str:
-    """The running test's drawn case, as its repr (the strategies' reprs are replay recipes).
+DRAWN = ("case", "example")    # the names the suite's tests and helpers give a drawn example
 
-    Checks call ``note`` without the case; rather than widen every call, this reads the nearest
-    ``test_*`` frame: its local ``case`` if it has one, else its non-fixture arguments."""
+
+def drawn_case() -> str:
+    """The running example's drawn case, as its repr (the strategies' reprs are replay recipes).
+
+    Checks call ``note`` without the case; rather than widen every call, this looks up the stack
+    as far as the ``test_*`` function for a local named like a drawn example, innermost first; else
+    it shows the test's arguments whose reprs carry no object address (fixtures, memory)."""
     frame = sys._getframe(1)
-    while frame is not None and not frame.f_code.co_name.startswith("test_"):
+    while frame is not None:
+        local = frame.f_locals
+        found = next((n for n in DRAWN if n in local), None)
+        if found:
+            return _cut(repr(local[found]))
+        if frame.f_code.co_name.startswith("test_"):
+            names = frame.f_code.co_varnames[:frame.f_code.co_argcount]
+            shown = (f"{n}={local[n]!r}" for n in names if n in local and n not in ("impl", "oimpl", "data", "request"))
+            return _cut(", ".join(a for a in shown if " at 0x" not in a))
         frame = frame.f_back
-    if frame is None:
-        return ""
-    local = frame.f_locals
-    if "case" in local:
-        text = repr(local["case"])
-    else:
-        names = frame.f_code.co_varnames[:frame.f_code.co_argcount]
-        text = ", ".join(f"{n}={local[n]!r}" for n in names if n in local and n not in ("impl", "data", "request"))
+    return ""
+
+
+def _cut(text: str) -> str:
     return text if len(text) <= CASE_CHARS else text[:CASE_CHARS] + " …"
 
 
 def _fold(entry: dict[str, Any], ratio: float, worst_u: float, bound_u: float, examples: list[dict]) -> None:
     """Add one or more worst-example candidates; keep the WORST_KEPT worst in a fixed order."""
-    pool = entry["worst_cases"] + examples
-    pool.sort(key=lambda e: (-_rank(e["ratio"]), str(e.get("test")), str(e.get("case"))))
-    entry["worst_cases"] = pool[:WORST_KEPT]
+    pool = {(e.get("test"), e.get("case"), e.get("ratio")): e for e in entry["worst_cases"] + examples}
+    ranked = sorted(pool.values(), key=lambda e: (-_rank(e["ratio"]), str(e.get("test")), str(e.get("case"))))
+    entry["worst_cases"] = ranked[:WORST_KEPT]  # distinct examples: exact ones are often many equal rows
     if (_rank(ratio), worst_u, -bound_u) > (_rank(entry["ratio"]), entry["worst_u"], -entry["bound_u"]):
         entry.update(worst_u=worst_u, bound_u=bound_u, ratio=ratio)
 
