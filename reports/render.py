@@ -87,7 +87,7 @@ a.tile.skipped,a.tile.not-run{background:#f6f7f9;color:#778}
 .env{font-size:12px;background:#f7f8fa;border-radius:6px;padding:6px 10px;margin:8px 0}
 p.changes{font-weight:600;margin:6px 0}p.changes.bad{color:#a1261b}p.changes.ok{color:#1e6b2f}
 .abadge{display:inline-block;font-size:11px;font-weight:700;background:#a1261b;color:#fff;border-radius:3px;padding:0 5px}
-.case,.repro,.err{font-size:12px;margin:3px 0}.repro code{user-select:all;background:#fff;border:1px solid #eed}
+.case,.repro,.err{font-size:12px;margin:3px 0}.case code{white-space:pre-wrap}.repro code{user-select:all;background:#fff;border:1px solid #eed}
 .ebar{display:inline-block;position:relative;width:120px;height:8px;background:#eef1f5;border-radius:4px;
  vertical-align:middle;margin-left:6px}.ebar span{display:block;height:8px;background:#c0392b;border-radius:4px}
 .ebar i{position:absolute;top:-3px;width:2px;height:14px;background:#1d2330}
