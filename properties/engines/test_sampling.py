@@ -25,11 +25,15 @@ from properties import recording
 from properties.engines.records import engines_impl
 from properties.plugin import covered
 from properties.stats import POWER_N, gof_samples, sample_size
+from properties.stratified import GRID_N, cdf_error, grid_counts, judge_counts
 from properties.samplers.strategies import make_logits
 
 CHUNK_ELEMENTS = 1_000_000
 ORACLE_N = 20_000
 ROWS = [("zipf", 64, 51, 0.8), ("peaked", 64, 52, 1.0), ("flat", 200, 53, 1.5), ("plateaus", 64, 54, 0.7)]
+# (family, vocab, seed, t, top_k, top_p, min_p): the weights mistral.rs hands WeightedIndex
+WEIGHT_ROWS = [("zipf", 500, 55, 0.8, 40, 0.95, 0.0), ("flat", 500, 56, 1.0, 0, 0.9, 0.0),
+               ("peaked", 64, 57, 4.0, 0, 1.0, 0.02)]
 TABLE: dict = {}
 
 
@@ -105,6 +109,31 @@ def test_oracle_rules_sample_the_softmax(family, vocab, seed, t):
                 passed=res.passed)
         assert res.passed, f"WHY  oracle {rule} does not sample softmax: {res.describe()}\n" \
                            f"CASE make_logits({family!r}, {vocab}, {seed}) / {t}, uniforms seed {seed}"
+
+
+@pytest.mark.parametrize("family, vocab, seed, t, k, p, m", WEIGHT_ROWS)
+def test_weighted_index_follows_its_weights(impl, family, vocab, seed, t, k, p, m):
+    """mistral.rs' WeightedIndex on the stratified grid: token j drawn N·w_j/W ± (1 + 2Nκ) times.
+    The weights are handed in, so κ is the accumulation alone: Rust's ``WeightedIndex<f32>``
+    keeps float32 cumulative weights in token order (the ``sequential`` contract)."""
+    row = make_logits(family, vocab, seed)[None, :]
+    sub = engines_impl(impl)
+    with covered():
+        w = np.asarray(sub("mistralrs_weights", row, np.full((1, 1), -1), 1.0, 0.0, 0.0, t, k, p, m),
+                       dtype=np.float32)[0]
+        per = max(1, CHUNK_ELEMENTS // vocab)
+
+        def sample(u: np.ndarray) -> np.ndarray:
+            return np.concatenate([np.asarray(sub("mistralrs_sample", np.repeat(w[None, :], u[i:i + per].size, 0),
+                                                  u[i:i + per])) for i in range(0, u.size, per)])
+
+        probs = w.astype(np.float64) / w.astype(np.float64).sum()
+        res = judge_counts(grid_counts(sample, vocab), probs, cdf_error(int((w > 0).sum()), "sequential"))
+    _record(f"mistral.rs WeightedIndex:{family}/{vocab}/t{t}", N=res.n, test="stratified grid",
+            worst_token=res.worst_token, count=res.worst_count, expected=round(res.worst_expected, 2),
+            allowed=round(res.allowed, 3), passed=res.passed)
+    assert res.passed, f"WHY  WeightedIndex does not follow its weights: {res.describe()}\n" \
+                       f"CASE make_logits({family!r}, {vocab}, {seed}), t={t}, k={k}, p={p}, min_p={m}"
 
 
 def test_candle_truncation_witness():
