@@ -27,9 +27,10 @@ both derived in units of u (properties.numerics):
     C loop): the same with k = n. At 262,144 tokens this allows a CDF shift of 3 %; it is a
     named, looser contract, never the default for ``dist``.
 
-Power. A TVD-δ bias of any shape moves some token by at least 2δ/V, so at N = 2^16 every
-TVD-0.02 bias is caught with certainty up to V ≈ 1,300 tokens (the rounding term 2Nκ is <= 0.5
-there); past that, any bias that moves one token by (2 + 2Nκ)/N.
+Power. A TVD-δ bias of any shape moves some token by at least 2δ/V, which fails for certain
+once 2δ/V > (2 + 2Nκ)/N, i.e. V < δN/(1 + Nκ): at N = 2^16 and δ = 0.02, rows of up to ~1,100
+tokens (2Nκ is 0.27-0.31 on the suite's 500-token rows); on longer rows, any bias that moves one
+token by (2 + 2Nκ)/N.
 """
 from __future__ import annotations
 

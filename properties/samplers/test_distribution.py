@@ -2,11 +2,11 @@
 
 Exact where the sampler is an inverse CDF (properties/stratified.py). ``dist``, ``dist`` after a
 filter chain and mirostat_v2's selection are driven by the N = GRID_N = 2^16 (mirostat_v2: 2^14)
-stratified uniforms u_i = (i + 1/2)/N, one per batch row of copies of one logits row: each token must come out
-N·p ± (1 + 2Nκ) times, whatever order the implementation lays its CDF out in. No statistics and
-no false failures; a sampler whose probability of one token is off by more than (2 + 2Nκ)/N
-(3.1e-5 to 3.9e-5 on these rows) fails for certain, so every TVD-0.02 bias of any shape fails on
-rows of up to 1,300 tokens. p is the float64 distribution of the row as the implementation
+stratified uniforms u_i = (i + 1/2)/N, one per batch row of copies of one logits row: each token
+must come out N·p ± (1 + 2Nκ) times, whatever order the implementation lays its CDF out in. No
+statistics and no false failures; a sampler whose probability of one token is off by more than
+(2 + 2Nκ)/N (3.5e-5 on these rows) fails for certain, so every TVD-0.02 bias of any shape fails
+on rows of up to ~1,100 tokens. p is the float64 distribution of the row as the implementation
 received it (fp16/bf16 rows widened, not re-drawn), κ the default (blocked) contract's CDF error;
 mirostat_v2's selection follows libstdc++'s ``discrete_distribution`` (double sums: the
 ``double`` contract). A chain's steps are judged first, each on the implementation's own input
