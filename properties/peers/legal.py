@@ -45,6 +45,8 @@ def legal_for(smp: Sampler, cur_in: TokenDataArray, drift: Drift) -> Legal:
     if sorts and not cur_in.sorted and cur_in.size > 128 and cur_in.logits.max() >= BUCKET_OVERFLOW:
         raise FindingDomain("bucket-sort-int-overflow")
     pre = copy.deepcopy(smp)
+    if sorts and not cur_in.sorted:
+        cur_in.descending()  # computed once here, shared by the oracle's copy and the builder
     out = cur_in.copy()
     smp.apply(out)
     build = _identity if smp.name.startswith("?") else _BUILDERS[smp.name]

@@ -34,13 +34,20 @@ def _transform(tol_fn=None, flags=None):
 
 
 def _penalty_tol(pre, cur, out, v):
-    c = dense(cur.ids, pre.counts_for(cur.ids).astype(float), v, 0.0)
-    l = dense(cur.ids, cur.logits, v, 0.0)
+    """Tolerance by token id, non-zero only for the window's tokens (the only ones penalised; a
+    window token that is no candidate gets one too, and it is never read)."""
+    tol = np.zeros(v)
+    if not pre.window:
+        return tol
+    uniq, cnt = np.unique(np.asarray(pre.window, dtype=np.int64), return_counts=True)
+    inside = (uniq >= 0) & (uniq < v)
+    t, c = uniq[inside], cnt[inside].astype(float)
+    l, res = dense(cur.ids, cur.logits, v, 0.0)[t], dense(out.ids, out.logits, v, 0.0)[t]
     scaled = np.where(l <= 0, l * pre.repeat, l / pre.repeat)
     cf = c * pre.freq
-    res = dense(out.ids, out.logits, v, 0.0)
     # fl(l·r or l/r), fl(c·f), fl(+present), fl(subtract): one rounding each
-    return np.where(c > 0, U * (np.abs(scaled) + np.abs(cf) + np.abs(cf + pre.present) + 2 * np.abs(res)), 0.0)
+    tol[t] = U * (np.abs(scaled) + np.abs(cf) + np.abs(cf + pre.present) + 2 * np.abs(res))
+    return tol
 
 
 def _dry_tol(pre, cur, out, v):
@@ -75,7 +82,7 @@ def _temp_ext(pre, cur, out, drift) -> Legal:
     if cur.size <= 1:
         return _identity(pre, cur, out, drift)
     v, n = _vocab(cur), cur.size
-    order = np.argsort(-cur.logits, kind="stable")
+    order = cur.descending()
     l = cur.logits[order]
     p, dp = softmax_f32(l)
     h, dh = entropy_f32(p, dp)
@@ -106,7 +113,7 @@ def _temp_ext(pre, cur, out, drift) -> Legal:
 
 def _sorted_view(cur: TokenDataArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(order, logits in that order, dense logit key) for a descending sort that keeps ties stable."""
-    order = np.arange(cur.size) if cur.sorted else np.argsort(-cur.logits, kind="stable")
+    order = np.arange(cur.size) if cur.sorted else cur.descending()  # sorted once, shared with the oracle
     return order, cur.logits[order], dense(cur.ids, cur.logits, _vocab(cur), -np.inf)
 
 

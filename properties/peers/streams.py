@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from oracle.candidates import TokenDataArray
+from oracle.candidates import TokenDataArray, identity_ids
 from oracle.chain import SamplingParams, default_chain
 from properties.peers import llama_cpp as peer
 from properties.peers.judge import FindingDomain, Verdict, check
@@ -49,7 +49,7 @@ class StreamReport:
 def raw_state(x32: np.ndarray, p: float = P_SENTINEL) -> TokenDataArray:
     """The array both sides start from: ids 0..n-1, the float32 logits, a sentinel p."""
     n = x32.size
-    return TokenDataArray(np.arange(n, dtype=np.int64), x32.astype(np.float64), np.full(n, p), n_vocab=n)
+    return TokenDataArray(identity_ids(n), x32.astype(np.float64), np.full(n, p), n_vocab=n)
 
 
 def state_of(out: peer.PeerOutput, n_vocab: int) -> TokenDataArray:
