@@ -1,0 +1,21 @@
+"""The conforming-implementations zoo: correct engines written the way engines write them.
+
+Each member is a package with gpu_impl's API (``properties.zoo.conforming.<name>``, gpu_impl
+with the functions in ``REPLACED`` swapped for the engine's own) and an ``.ops`` sub-module with
+gpu_impl.ops' API. Every member must pass the default contract of every property of the domains
+it replaces: a failure is a false alarm of the judge, tabulated by
+``python -m properties.zoo.calibration``. They run on NumPy (and torch's CPU) only.
+"""
+from __future__ import annotations
+
+MEMBERS: dict[str, str] = {
+    "llama_cpp_cpu": "llama.cpp's C++ samplers: float sums in token / sorted order, divide, unstable "
+                     "partial sort, double dist; ops as plain CPU loops, ggml-CPU SIMD dot, one-key flash attention",
+    "cuda_block": "ggml-CUDA shape: 1,024-thread strided sums + warp/shared trees, reciprocal multiply, "
+                  "block scans, float32 inverse CDF, no input inspection; rsqrt norms, Welford, split-K, 64-key tiles",
+    "online": "one-pass online softmax (rescaled running sum over 256-wide tiles); flash attention, 16-key tiles",
+    "torch_cpu": "PyTorch CPU float32: HF-warper arithmetic (torch.sort/cumsum/log_softmax, min_p on "
+                 "probabilities); torch.nn.functional ops, eager attention",
+    "kahan": "compensated (Kahan + TwoSum tree) normalisers, entropies, scans, norm sums and dots",
+    "float64_accum": "double accumulators, rounded once (ggml-CPU's ggml_float); min_p on probabilities",
+}
