@@ -81,11 +81,13 @@ def lookup(ref: np.ndarray, tol: np.ndarray) -> Model:
 
 
 def _ratio(diff: np.ndarray, tol: np.ndarray) -> tuple[float, int]:
+    """Largest diff / tol (0 where diff is 0, inf where it is NaN or tol is 0) and its index."""
+    if not diff.size:
+        return 0.0, 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(diff == 0, 0.0, diff / tol)
-    r = np.where(np.isnan(r), np.inf, r)
-    i = int(np.argmax(r)) if r.size else 0
-    return (float(r[i]) if r.size else 0.0), i
+        r = np.divide(diff, tol, out=np.zeros_like(diff), where=diff != 0)
+    i = int(np.argmax(r))  # the first NaN if there is one
+    return (np.inf if np.isnan(r[i]) else float(r[i])), i
 
 
 def check(legal: Legal, cur_in: TokenDataArray, out: PeerOutput) -> Verdict:
@@ -188,7 +190,7 @@ def _check(legal: Legal, cur_in: TokenDataArray, out: PeerOutput) -> str | None:
         if r > 1:
             return f"token {ids[i]}: logit {got[i]!r} vs oracle {ref[i]!r}, allowed ±{tol[i]:.3g}"
     if legal.p is None:
-        if not np.array_equal(out.p.astype(np.float64), p_in, equal_nan=True):
+        if not (np.array_equal(out.p, p_in) or np.array_equal(out.p.astype(np.float64), p_in, equal_nan=True)):
             return "p changed by a sampler that must leave p untouched"
     else:
         ref, tol = legal.p(ids)

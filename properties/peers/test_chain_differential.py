@@ -19,7 +19,7 @@ if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
     pytest.skip(_REASON, allow_module_level=True)
 
 from properties.peers.chains_differential import (STATEFUL, generated_chain_stream, generated_chains,  # noqa: E402
-                                                  long_stream)
+                                                  long_streams)
 from properties.peers.records import RECORDS_BY_NAME  # noqa: E402
 from properties.samplers.strategies import vocab_sizes  # noqa: E402
 
@@ -64,13 +64,15 @@ def test_generated_chain_matches_llama_cpp(data):
 
 
 @pytest.mark.parametrize("vocab", STREAM_VOCABS)
-@pytest.mark.parametrize("name", STATEFUL)
-def test_long_seeded_stream(name, vocab):
-    """>= STREAM_STEPS judged apply/accept rounds on zipf rows, seeded; every round legal. A
-    self-state sampler restarts (next seed) after a legal divergence, which is recorded."""
-    rec = RECORDS_BY_NAME[name]
-    family = "zipf" if "zipf" in rec.families else rec.families[0]
-    out = long_stream(rec, STREAM_PARAMS[name], family, vocab, 11, STREAM_STEPS)
-    STREAMS[f"{name} @ {vocab}"] = {"steps": out.steps, "identical": out.identical, "streams": out.streams,
-                                    "first_divergence": out.first_divergence[:10], "stops": out.stops[:3]}
-    assert out.steps >= STREAM_STEPS, f"only {out.steps} steps judged in {out.streams} streams: {out.stops[:3]}"
+def test_long_seeded_streams(vocab):
+    """>= STREAM_STEPS judged apply/accept rounds of every stateful sampler on the same seeded zipf
+    rows; every round legal. A self-state sampler restarts (fresh state, next seed) after a legal
+    divergence, which is recorded."""
+    samplers = {name: (RECORDS_BY_NAME[name], STREAM_PARAMS[name]) for name in STATEFUL}
+    assert all("zipf" in rec.families for rec, _ in samplers.values())  # one row sequence for all of them
+    outs = long_streams(samplers, "zipf", vocab, 11, STREAM_STEPS)
+    for name, out in outs.items():
+        STREAMS[f"{name} @ {vocab}"] = {"steps": out.steps, "identical": out.identical, "streams": out.streams,
+                                        "first_divergence": out.first_divergence[:10], "stops": out.stops[:3]}
+    short = {name: (out.steps, out.stops[:3]) for name, out in outs.items() if out.steps < STREAM_STEPS}
+    assert not short, f"fewer than {STREAM_STEPS} judged steps: {short}"
