@@ -58,16 +58,31 @@ def _dry_tol(pre, cur, out, v):
 
 
 def _bias_tol(pre, cur, out, v):
-    # repeated tokens: llama.cpp adds the biases one at a time, the oracle adds their sum once
-    uniq, counts = np.unique(pre.tokens, return_counts=True)
+    # repeated tokens: llama.cpp adds the biases one at a time, the oracle adds their sum once;
+    # a biased token no longer among the candidates (ids >= v after a truncation) has no logit
+    here = pre.tokens < v
+    tokens, values = pre.tokens[here], pre.values[here]
+    uniq, counts = np.unique(tokens, return_counts=True)
     tol = np.zeros(v)
     rep = uniq[counts > 1]
     if rep.size:
         absb = np.zeros(v)
-        np.add.at(absb, pre.tokens, np.abs(pre.values))
+        np.add.at(absb, tokens, np.abs(values))
         l = dense(cur.ids, cur.logits, v, 0.0)
         tol[rep] = U * counts[counts > 1] * (np.abs(l[rep]) + absb[rep])
     return np.where(np.isfinite(tol), tol, 0.0)
+
+
+def _logit_bias(pre, cur, out, drift) -> Legal:
+    """llama.cpp's logit_bias keeps the input's ``sorted`` flag, the spec clears it (finding
+    logit-bias-stale-sorted). A kept flag is legal while the biased array is still in descending
+    order (one candidate, zero biases, biases that move nothing past a neighbour); once the biases
+    break the order, later samplers would trust a stale order: the finding's domain."""
+    if cur.sorted and out.size > 1 and not (out.logits[:-1] >= out.logits[1:]).all():
+        raise FindingDomain("logit-bias-stale-sorted")
+    legal = _transform(_bias_tol)(pre, cur, out, drift)
+    legal.sorted_flags = frozenset({out.sorted, cur.sorted})
+    return legal
 
 
 def _greedy(pre, cur, out, drift) -> Legal:

@@ -21,7 +21,8 @@ _REASON = peer.available()
 if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
     pytest.skip(_REASON, allow_module_level=True)
 
-from properties.peers.chains_differential import (STATEFUL, generated_chain_stream, generated_chains,  # noqa: E402
+from properties.peers.chains_differential import (STATEFUL, GeneratedChain, generated_chain_stream,  # noqa: E402
+                                                  generated_chains,
                                                   long_streams)
 from properties.peers.records import RECORDS_BY_NAME  # noqa: E402
 from properties.samplers.strategies import vocab_sizes  # noqa: E402
@@ -93,3 +94,37 @@ def test_long_streams_do_not_depend_on_scheduling():
     pooled = long_streams(samplers, "zipf", 32000, 11, 40, workers=3)
     assert serial == pooled
     assert any(out.streams > 1 for out in serial.values()), "no restart happened: pick another seed"
+
+
+# nightly seed 0 (hypothesis 6.155): vocab 2, two top_n_sigma(-1), then a truncation to one
+# candidate (typical / top_p at p = 0), then logit_bias, then dist. The judge indexed the bias of a
+# token truncated away (IndexError), and called llama.cpp's kept sorted flag illegal on an array
+# that was still sorted (one candidate).
+_TRUNCATED_BIAS = {
+    "bias of a truncated token": (RECORDS_BY_NAME["typical"], {"p": 0.0, "min_keep": 0},
+                                  [(0, 0.0), (0, 0.0), (1, 0.0)]),
+    "sorted flag kept on one candidate": (RECORDS_BY_NAME["top_p"], {"p": 0.0, "min_keep": 0}, [(0, 0.0)]),
+}
+
+
+@pytest.mark.parametrize("name", list(_TRUNCATED_BIAS))
+def test_logit_bias_after_a_truncation(name):
+    """logit_bias after a sampler that truncated and sorted the array: judged for every step."""
+    trunc, params, biases = _TRUNCATED_BIAS[name]
+    sigma = (RECORDS_BY_NAME["top_n_sigma"], {"n": -1.0})
+    chain = GeneratedChain([sigma, sigma, (trunc, params), (RECORDS_BY_NAME["logit_bias"], {"biases": biases}),
+                            (RECORDS_BY_NAME["dist"], {"seed": 0})])
+    rep = generated_chain_stream(chain, "peaked", 2, 0, 20)
+    assert rep.steps == 20 and not rep.stopped, rep.stopped
+
+
+def test_logit_bias_breaking_a_sorted_order_is_the_finding():
+    """A bias that reorders a sorted array: llama.cpp keeps sorted = true (finding
+    logit-bias-stale-sorted), so the stream stops there, named, instead of judging later samplers
+    against an order llama.cpp does not have."""
+    # the biases order the three tokens by id, descending; the rows' sorted orders vary by step
+    chain = GeneratedChain([(RECORDS_BY_NAME["top_k"], {"k": 3}),
+                            (RECORDS_BY_NAME["logit_bias"], {"biases": [(0, 30.0), (1, 60.0), (2, 90.0)]}),
+                            (RECORDS_BY_NAME["dist"], {"seed": 0})])
+    rep = generated_chain_stream(chain, "zipf", 3, 0, 5)
+    assert rep.stopped.startswith("finding logit-bias-stale-sorted"), rep.stopped
