@@ -62,16 +62,24 @@ def descending_order(values: np.ndarray) -> np.ndarray:
 
 
 @lru_cache(maxsize=8)
-def _identity_ids(n: int) -> np.ndarray:
+def identity_ids(n: int) -> np.ndarray:
     """0..n-1, shared and read-only: samplers replace ``ids`` (fancy indexing), never write it."""
     ids = np.arange(n, dtype=np.int64)
     ids.flags.writeable = False
     return ids
 
 
+_identity_ids = identity_ids
+
+
 @dataclass
 class TokenDataArray:
-    """``llama_token_data_array`` in float64: parallel arrays plus the ``sorted``/``selected`` flags."""
+    """``llama_token_data_array`` in float64: parallel arrays plus the ``sorted``/``selected`` flags.
+
+    ``descending()`` (the full stable descending order of the current logits) is computed at most
+    once per logits array and shared with copies until either side assigns new ``ids`` or
+    ``logits``: a judge that sorts the input and the oracle that sorts its copy sort once.
+    """
 
     ids: np.ndarray
     logits: np.ndarray
@@ -79,6 +87,20 @@ class TokenDataArray:
     sorted: bool = False
     selected: int = -1
     n_vocab: int = field(default=0)
+    _order: list = field(default_factory=list, repr=False, compare=False)  # [] or [order], shared by copies
+
+    def __setattr__(self, name: str, value) -> None:
+        if name in ("ids", "logits"):
+            object.__setattr__(self, "_order", [])
+        object.__setattr__(self, name, value)
+
+    def descending(self) -> np.ndarray:
+        """``descending_order(self.logits)`` (read-only), computed once for these logits."""
+        if not self._order:
+            order = descending_order(self.logits)
+            order.flags.writeable = False
+            self._order.append(order)
+        return self._order[0]
 
     @classmethod
     def from_logits(cls, logits: np.ndarray) -> "TokenDataArray":
@@ -94,8 +116,10 @@ class TokenDataArray:
         return int(self.ids.size)
 
     def copy(self) -> "TokenDataArray":
-        return TokenDataArray(self.ids.copy(), self.logits.copy(), self.p.copy(), self.sorted,
-                              self.selected, self.n_vocab)
+        ids = self.ids if not self.ids.flags.writeable else self.ids.copy()  # read-only ids are shared
+        out = TokenDataArray(ids, self.logits.copy(), self.p.copy(), self.sorted, self.selected, self.n_vocab)
+        object.__setattr__(out, "_order", self._order)  # same logits: the same order, computed once
+        return out
 
     def keep(self, index: np.ndarray | slice) -> None:
         """Restrict to ``index`` (positions), in the order given."""
@@ -107,6 +131,8 @@ class TokenDataArray:
         n = self.size
         if m >= n:
             return np.arange(n)
+        if self._order:
+            return self._order[0][:m].copy()
         # Every entry >= the m-th largest of a strided sample is a candidate; if there are at
         # least m of them the top m are among them (exact), and only they are partitioned.
         pool = None
@@ -127,8 +153,8 @@ class TokenDataArray:
     def top_positions(self, m: int, chosen: np.ndarray | None = None) -> np.ndarray:
         """Positions of the m largest logits in descending order, ties by position: exactly the
         first m entries of a full stable sort, in O(n + m log m). ``chosen``: ``top_set(m)``, if known."""
-        if m >= self.size:
-            return descending_order(self.logits)
+        if m >= self.size or self._order:
+            return self.descending()[:m].copy()
         chosen = self.top_set(m) if chosen is None else chosen.copy()
         chosen.sort()  # ascending positions, so descending_order's ties come out by position
         return chosen[descending_order(self.logits[chosen])]
@@ -136,7 +162,7 @@ class TokenDataArray:
     def sort_descending(self) -> None:
         """Sort by logit, descending; ties keep their current relative order."""
         if not self.sorted:
-            self.keep(descending_order(self.logits))
+            self.keep(self.descending())
         self.sorted = True
 
     def softmax(self, do_sort: bool) -> None:

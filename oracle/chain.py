@@ -99,8 +99,9 @@ def _by_letter(p: SamplingParams) -> dict[str, Sampler]:
     }
 
 
-def default_chain(params: SamplingParams = SamplingParams(), n_vocab: int = 0) -> Chain:
-    """The chain ``common_sampler_init`` builds for these parameters."""
+def default_chain(params: SamplingParams = SamplingParams(), n_vocab: int = 0, selector: bool = True) -> Chain:
+    """The chain ``common_sampler_init`` builds for these parameters (without its final ``dist``
+    when ``selector`` is False: the candidate array dist would receive)."""
     members: list[Sampler] = []
     if params.logit_bias:
         members.append(s.logit_bias(n_vocab, params.logit_bias))
@@ -113,7 +114,7 @@ def default_chain(params: SamplingParams = SamplingParams(), n_vocab: int = 0) -
         unknown = set(params.sequence) - set(table)
         if unknown:
             raise ValueError(f"unknown sampler letters {sorted(unknown)} in sequence {params.sequence!r}")
-        members += [table[c] for c in params.sequence] + [s.dist(params.seed)]
+        members += [table[c] for c in params.sequence] + ([s.dist(params.seed)] if selector else [])
     else:
         raise ValueError(f"mirostat must be 0, 1 or 2, got {params.mirostat}")
     return Chain(members)

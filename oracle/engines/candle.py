@@ -17,10 +17,14 @@ import math
 
 import numpy as np
 
-from oracle.engines.settings import Settings, as_row, first_argmax_onehot, require, uniforms
+from oracle.engines.settings import Settings, as_row, first_argmax_onehot, require, softmax, uniforms, with_traits
 
 NAME = "candle"
 SUPPORTS = frozenset({"temperature", "repetition_penalty"})
+TRAITS = dict(temp_first=True, min_p_space=None, ties=None, typical_position=None, typical_ties=None,
+              top_p_renormalises=None, min_p_before_top_p=None, min_p_equal_kept=None, window=True, freq_scope=None,
+              penalty_order="repetition first", law="truncated Gumbel-max", greedy="t <= 0")
+TOGGLES = frozenset({"law", "window"})  # untruncated Gumbel (the softmax law); no penalty window
 U_LO, U_HI = 1e-7, 0.999
 G_LO, G_HI = -math.log(-math.log(U_LO)), -math.log(-math.log(U_HI))
 _NODES, _WEIGHTS = np.polynomial.legendre.leggauss(16)
@@ -35,11 +39,12 @@ def repeat_penalty(x: np.ndarray, history, penalty: float, last_n: int) -> np.nd
     return out
 
 
-def penalised(logits: np.ndarray, s: Settings) -> np.ndarray:
+def penalised(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
     require(NAME, SUPPORTS, s)
     x = as_row(logits)
+    last_n = s.repeat_last_n if with_traits(NAME, TRAITS, TOGGLES, traits)["window"] else max(len(s.history), 1)
     if s.repetition_penalty != 1.0:
-        x = repeat_penalty(x, s.history, s.repetition_penalty, s.repeat_last_n)
+        x = repeat_penalty(x, s.history, s.repetition_penalty, last_n)
     return x
 
 
@@ -84,10 +89,12 @@ def race_law(y: np.ndarray, normalise: bool = True) -> np.ndarray:
     return out / out.sum() if normalise else out  # unnormalised: a quadrature self-check (sums to 1)
 
 
-def distribution(logits: np.ndarray, s: Settings) -> np.ndarray:
-    x = penalised(logits, s)
+def distribution(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
+    x = penalised(logits, s, **traits)
     if not float(s.temperature) > 0:
         return first_argmax_onehot(x)
+    if with_traits(NAME, TRAITS, TOGGLES, traits)["law"] == "softmax":
+        return softmax(x / float(s.temperature))  # untruncated Gumbel-max samples the softmax exactly
     return race_law(x / float(s.temperature))
 
 

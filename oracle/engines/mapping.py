@@ -1,12 +1,18 @@
 """Translate a user's settings from one engine to another's nearest equivalent, and say whether
 the translation is exact.
 
-Each engine is described by a few semantic traits (``TRAITS``). ``translate`` changes what a
-constant change can fix (min_p between pre- and post-temperature space: p' = p^(1/T); a
-penalty window stretched over the whole history) and lists, as ``reasons``, every trait
-difference that no constant can fix for these settings. ``caveats`` are the data-dependent
-conditions (ties at the k-th logit, a probability exactly at the min_p threshold) under which an
-otherwise exact translation may still differ; ``caveats_hold(logits)`` checks them.
+Each engine declares its semantic traits (``TRAITS``, from the engine modules) and which of them
+it can run with the other value (``TOGGLES``). ``translate`` changes what a constant change can
+fix (min_p between pre- and post-temperature space: p' = p^(1/T); a penalty window stretched
+over the whole history) and lists, as ``reasons``, every ``Difference`` that no constant can fix
+for these settings. ``caveats`` are the data-dependent conditions (ties at the k-th logit or at
+typical's boundary, a cumulative mass or probability ratio exactly at its threshold) under which
+an otherwise exact translation may still differ; ``caveats_hold(logits)`` checks them.
+
+A ``Difference`` names its trait, so it can be removed: ``without(differences, run_a, run_b)``
+runs the engine that can toggle each trait with the other's value (or drops a stage the target
+lacks from the source too). The engine matrix accepts a difference as explained only when
+removing it makes the witness's difference vanish.
 """
 from __future__ import annotations
 
@@ -17,27 +23,57 @@ import numpy as np
 from oracle.engines import ENGINES
 from oracle.engines.settings import Settings
 
-TRAITS = {
-    "llama.cpp": dict(temp_first=False, min_p_space="pre-temperature", ties="exactly k",
-                      top_p_renormalises=True, min_p_before_top_p=False, min_p_equal_kept=True,
-                      window=True, freq_scope="window of prompt+output", penalty_order="repetition first",
-                      law="softmax", greedy="t <= 0"),
-    "transformers": dict(temp_first=True, min_p_space="post-temperature", ties="keeps ties",
-                         top_p_renormalises=True, min_p_before_top_p=False, min_p_equal_kept=True,
-                         window=False, freq_scope=None, penalty_order="repetition first",
-                         law="softmax", greedy=None),
-    "vllm": dict(temp_first=True, min_p_space="post-temperature", ties="keeps ties",
-                 top_p_renormalises=True, min_p_before_top_p=True, min_p_equal_kept=True,
-                 window=False, freq_scope="output", penalty_order="repetition first",
-                 law="softmax", greedy="t < 1e-5"),
-    "mistral.rs": dict(temp_first=True, min_p_space="post-temperature", ties="exactly k",
-                       top_p_renormalises=False, min_p_before_top_p=False, min_p_equal_kept=False,
-                       window=False, freq_scope="prompt+output", penalty_order="frequency/presence first",
-                       law="softmax", greedy="t <= 0"),
-    "candle": dict(temp_first=True, min_p_space=None, ties=None, top_p_renormalises=None,
-                   min_p_before_top_p=None, min_p_equal_kept=None, window=True, freq_scope=None,
-                   penalty_order="repetition first", law="truncated Gumbel-max", greedy="t <= 0"),
-}
+TRAITS = {name: m.TRAITS for name, m in ENGINES.items()}
+PENALTIES = frozenset({"repetition_penalty", "presence_penalty", "frequency_penalty"})
+THRESHOLDS = ("top_p", "min_p", "typical_p", "epsilon", "eta")
+KNIFE = 1e-9  # relative: far above float64 rounding of a 24-term sum, far below a 1/8-grid step
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One semantic difference: a trait of ``TRAITS`` (or "dropped", a stage the target lacks)."""
+
+    trait: str
+    text: str
+    field: str = ""  # the dropped Settings field
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class Run:
+    """One engine with its settings and trait overrides (``(trait, value)`` pairs)."""
+
+    engine: str
+    settings: Settings
+    traits: tuple = ()
+
+    def distribution(self, logits: np.ndarray) -> np.ndarray:
+        return ENGINES[self.engine].distribution(logits, self.settings, **dict(self.traits))
+
+    def penalised(self, logits: np.ndarray) -> np.ndarray:
+        """The logits after the engine's history-dependent stage: every later stage treats two
+        tokens equal here alike (up to an unspecified tie-break)."""
+        return ENGINES[self.engine].penalised(logits, self.settings, **dict(self.traits))
+
+    def toggled(self, trait: str, value) -> "Run":
+        return Run(self.engine, self.settings, tuple((k, v) for k, v in self.traits if k != trait) + ((trait, value),))
+
+
+def without(differences: list[Difference], a: Run, b: Run) -> tuple[Run, Run]:
+    """``a`` (the source) and ``b`` with these differences removed: each trait set, in the engine
+    that can toggle it, to the other engine's value; a dropped stage switched off in ``a``."""
+    for d in differences:
+        if d.trait == "dropped":
+            a = Run(a.engine, a.settings.with_(**{d.field: getattr(Settings(), d.field)}), a.traits)
+        elif d.trait in ENGINES[a.engine].TOGGLES:
+            a = a.toggled(d.trait, TRAITS[b.engine][d.trait])
+        elif d.trait in ENGINES[b.engine].TOGGLES:
+            b = b.toggled(d.trait, TRAITS[a.engine][d.trait])
+        else:
+            raise ValueError(f"neither {a.engine} nor {b.engine} can run without {d.trait!r} ({d.text})")
+    return a, b
 
 
 @dataclass
@@ -45,7 +81,7 @@ class Translation:
     source: str
     target: str
     settings: Settings
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[Difference] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)
 
     @property
@@ -55,28 +91,61 @@ class Translation:
 
     def caveats_hold(self, logits: np.ndarray, original: Settings) -> bool:
         x = np.asarray(logits, dtype=np.float64)
-        if "top_k ties" in self.caveats and _tie_straddles_k(x, original):
+        runs = (Run(self.source, original), Run(self.target, self.settings))
+        if "top_k ties" in self.caveats and any(_tie_straddles_k(x, r) for r in runs):
             return False
-        if "min_p equality" in self.caveats and _at_min_p_threshold(x, original):
+        if "threshold equality" in self.caveats and any(knife_edge(x, r) for r in runs):
+            return False
+        if "typical ties" in self.caveats and any(_typical_tie_matters(x, r) for r in runs):
             return False
         return True
 
 
-def _penalised(x: np.ndarray, s: Settings) -> np.ndarray:
-    from oracle.engines import vllm  # repetition over the whole history: the pre-truncation logits
-    return vllm.penalised(x, s.with_(top_k=0, top_p=1.0, min_p=0.0, typical_p=1.0, epsilon=0.0, eta=0.0))
-
-
-def _tie_straddles_k(x: np.ndarray, s: Settings) -> bool:
-    y = np.sort(_penalised(x, s))[::-1]
-    k = int(s.top_k)
+def _tie_straddles_k(x: np.ndarray, r: Run) -> bool:
+    y = np.sort(r.penalised(x))[::-1]
+    k = int(r.settings.top_k)
     return 0 < k < y.size and np.isfinite(y[k]) and y[k - 1] == y[k]
 
 
-def _at_min_p_threshold(x: np.ndarray, s: Settings) -> bool:
-    y = _penalised(x, s)
-    gap = (y - y.max()) / max(float(s.temperature), 1e-300)
-    return bool(np.any(np.abs(gap - np.log(s.min_p)) <= 1e-9))
+def knife_edge(x: np.ndarray, r: Run, rel: float = KNIFE) -> bool:
+    """Whether the run's kept set turns on how a threshold is rounded: moving a threshold
+    parameter by ``rel`` (relative) either way changes it. That is a cumulative mass or a
+    probability ratio equal to the threshold in exact arithmetic, which each engine rounds its own
+    way (and mistral.rs removes an exact min_p equality that the others keep)."""
+    base = r.distribution(x) > 0
+    on = r.settings.active()
+    for f in THRESHOLDS:
+        v = float(getattr(r.settings, f))
+        if f not in on:
+            continue
+        for w in (v * (1 - rel), min(v * (1 + rel), 1.0)):
+            moved = Run(r.engine, r.settings.with_(**{f: w}), r.traits)
+            if w != v and not np.array_equal(moved.distribution(x) > 0, base):
+                return True
+    return False
+
+
+def _typical_tie_matters(x: np.ndarray, r: Run) -> bool:
+    """Whether keeping the tokens tied with typical's boundary changes this engine's answer."""
+    if "typical_ties" not in ENGINES[r.engine].TOGGLES:
+        return False
+    other = "exactly" if TRAITS[r.engine]["typical_ties"] == "keeps ties" else "keeps ties"
+    return not np.array_equal(r.distribution(x) > 0, r.toggled("typical_ties", other).distribution(x) > 0)
+
+
+def greedy_at(rule: str | None, t: float) -> bool:
+    """Whether an engine with this ``greedy`` trait decodes greedily at temperature ``t``."""
+    return t < 1e-5 if rule == "t < 1e-5" else t <= 0
+
+
+def _differs(a: dict, b: dict, trait: str) -> bool:
+    return a[trait] is not None and b[trait] is not None and a[trait] != b[trait]
+
+
+def _window_matters(s: Settings, on: set[str]) -> bool:
+    hist, n = s.history, s.repeat_last_n
+    repeat = "repetition_penalty" in on and set(hist[-n:]) != set(hist)
+    return repeat or bool(on & {"presence_penalty", "frequency_penalty"}) and len(hist) > n
 
 
 def translate(s: Settings, source: str, target: str) -> Translation:
@@ -86,49 +155,57 @@ def translate(s: Settings, source: str, target: str) -> Translation:
     on = s.active()
     t = float(s.temperature)
     out = s
-    reasons: list[str] = []
+    reasons: list[Difference] = []
     caveats: list[str] = []
     missing = sorted(on - set(ENGINES[source].SUPPORTS))
     if missing:
         raise ValueError(f"{source} cannot express {missing}: nothing to translate")
-    if t < 1e-5:
-        if b["greedy"] is None:
-            raise ValueError(f"{target} has no sampling equivalent of temperature {t} (greedy is do_sample=False)")
-        if t > 0 and "t < 1e-5" in (a["greedy"], b["greedy"]) and a["greedy"] != b["greedy"]:
-            reasons.append(f"temperature {t} < 1e-5 is greedy in vLLM only")
+    for engine in (source, target):
+        if t <= 0 and TRAITS[engine]["greedy"] is None:
+            raise ValueError(f"{engine} has no sampling at temperature {t} (greedy is do_sample=False)")
+    if greedy_at(a["greedy"], t) != greedy_at(b["greedy"], t):
+        reasons.append(Difference("greedy", f"temperature {t} < 1e-5 is greedy in vLLM only"))
     lacks = sorted(on - set(ENGINES[target].SUPPORTS))
-    if lacks:
-        reasons.append(f"{target} has no {', '.join(lacks)} (dropped)")
-        out = out.with_(**{f: Settings().__getattribute__(f) for f in lacks})
-    if "min_p" in on and "min_p" not in lacks and a["min_p_space"] != b["min_p_space"] and t > 0:
+    for f in lacks:
+        reasons.append(Difference("dropped", f"{target} has no {f} (dropped)", f))
+    out = out.with_(**{f: getattr(Settings(), f) for f in lacks})
+    kept = on - set(lacks)
+    if "min_p" in kept and a["min_p_space"] != b["min_p_space"] and t > 0:
         power = 1.0 / t if a["min_p_space"] == "pre-temperature" else t
         out = out.with_(min_p=float(s.min_p) ** power)
-    if "top_p" in on and "top_p" not in lacks and t != 1.0 and a["temp_first"] != b["temp_first"]:
-        reasons.append("top_p sees untempered probabilities in llama.cpp (temperature last), tempered ones in "
-                       + (target if b["temp_first"] else source))
-    if {"top_p", "min_p"} <= on and not lacks and a["min_p_before_top_p"] != b["min_p_before_top_p"]:
-        reasons.append("vLLM applies min_p before top_p; top_p then renormalises over fewer tokens")
-    if {"top_k", "top_p"} <= on and not lacks and a["top_p_renormalises"] != b["top_p_renormalises"]:
-        reasons.append("mistral.rs' top_p sums un-renormalised probabilities after top_k")
-    if "typical_p" in on and len(on & {"top_k", "top_p", "min_p", "epsilon", "eta"}) and source != target:
-        reasons.append("typical runs before top_p in llama.cpp, after min_p in transformers")
-    if "top_k" in on and "top_k" not in lacks and a["ties"] != b["ties"]:
+    if kept & {"top_p", "typical_p"} and t != 1.0 and t > 0 and a["temp_first"] != b["temp_first"]:
+        reasons.append(Difference("temp_first", "top_p and typical see untempered probabilities in llama.cpp "
+                                  "(temperature last), tempered ones in " + (target if b["temp_first"] else source)))
+    if {"top_p", "min_p"} <= kept and a["min_p_before_top_p"] != b["min_p_before_top_p"]:
+        reasons.append(Difference("min_p_before_top_p",
+                                  "vLLM applies min_p before top_p; top_p then renormalises over fewer tokens"))
+    if {"top_k", "top_p"} <= kept and a["top_p_renormalises"] != b["top_p_renormalises"]:
+        reasons.append(Difference("top_p_renormalises", "mistral.rs' top_p sums un-renormalised probabilities after top_k"))
+    if "typical_p" in kept and kept & {"top_p", "min_p"} and _differs(a, b, "typical_position"):
+        reasons.append(Difference("typical_position", "typical runs before top_p in llama.cpp, after min_p in transformers"))
+    if "typical_p" in kept and _differs(a, b, "typical_ties"):
+        caveats.append("typical ties")
+    if "top_k" in kept and a["ties"] != b["ties"]:
         caveats.append("top_k ties")
-    if "min_p" in on and "min_p" not in lacks and a["min_p_equal_kept"] != b["min_p_equal_kept"]:
-        caveats.append("min_p equality")
-    if "repetition_penalty" in on and "repetition_penalty" not in lacks:
-        hist = s.history
-        if b["window"] and not a["window"]:
-            out = out.with_(repeat_last_n=max(len(hist), 1))
-        elif a["window"] and not b["window"] and set(hist[-s.repeat_last_n:]) != set(hist):
-            reasons.append(f"{source} penalises only the last {s.repeat_last_n} tokens, {target} the whole history")
-    pf = on & {"presence_penalty", "frequency_penalty"}
-    if pf and not lacks and a["freq_scope"] != b["freq_scope"]:
-        reasons.append(f"presence/frequency count {a['freq_scope']} in {source}, {b['freq_scope']} in {target}")
-    if pf and "repetition_penalty" in on and a["penalty_order"] != b["penalty_order"]:
-        reasons.append("mistral.rs subtracts presence/frequency before the repetition penalty, the others after")
+    if kept & set(THRESHOLDS):
+        caveats.append("threshold equality")
+    penalties = kept & PENALTIES
+    if penalties and a["window"] != b["window"]:
+        if b["window"]:
+            out = out.with_(repeat_last_n=max(len(s.history), 1))
+        elif _window_matters(s, penalties):
+            reasons.append(Difference("window", f"{source} penalises only the last {s.repeat_last_n} tokens, "
+                                      f"{target} the whole history"))
+    pf = penalties - {"repetition_penalty"}
+    if pf and s.prompt and _differs(a, b, "freq_scope"):
+        reasons.append(Difference("freq_scope", f"presence/frequency count {a['freq_scope']} in {source}, "
+                                  f"{b['freq_scope']} in {target}"))
+    if pf and "repetition_penalty" in penalties and a["penalty_order"] != b["penalty_order"]:
+        reasons.append(Difference("penalty_order",
+                                  "mistral.rs subtracts presence/frequency before the repetition penalty, the others after"))
     if a["law"] != b["law"] and t > 0:
-        reasons.append("candle's Gumbel noise is truncated (U in [1e-7, 0.999)): its law is not the softmax")
+        reasons.append(Difference("law", "candle's Gumbel noise is truncated (U in [1e-7, 0.999)): its law is not "
+                                  "the softmax"))
     return Translation(source, target, out, reasons, caveats)
 
 
@@ -136,21 +213,28 @@ def tvd(p: np.ndarray, q: np.ndarray) -> float:
     return float(0.5 * np.abs(np.asarray(p) - np.asarray(q)).sum())
 
 
-def intended_differences(s: Settings, a: str, b: str) -> list[str]:
+def intended_differences(s: Settings, a: str, b: str) -> list[Difference]:
     """Every known semantic difference between engines ``a`` and ``b`` that these identical
     settings exercise (fixable by ``translate`` or not): the labels of the engine matrix."""
     ta, tb = TRAITS[a], TRAITS[b]
     on = s.active()
+    t = float(s.temperature)
     out = list(translate(s, a, b).reasons)
-    if "min_p" in on and s.temperature != 1.0 and ta["min_p_space"] != tb["min_p_space"]:
-        out.append("min_p compares untempered probabilities in llama.cpp (temperature last), tempered ones in "
-                   + (b if ta["min_p_space"] == "pre-temperature" else a))
+    if "min_p" in on and t != 1.0 and t > 0 and ta["min_p_space"] != tb["min_p_space"]:
+        out.append(Difference("min_p_space", "min_p compares untempered probabilities in llama.cpp (temperature "
+                              "last), tempered ones in " + (b if ta["min_p_space"] == "pre-temperature" else a)))
     if "top_k" in on and ta["ties"] != tb["ties"]:
-        out.append(f"top_k keeps exactly k in {a if ta['ties'] == 'exactly k' else b}, every tie with the k-th "
-                   f"logit in {b if ta['ties'] == 'exactly k' else a}")
+        exact, keeps = (a, b) if ta["ties"] == "exactly k" else (b, a)
+        out.append(Difference("ties", f"top_k keeps exactly k in {exact}, every tie with the k-th logit in {keeps}"))
+    if "typical_p" in on and _differs(ta, tb, "typical_ties"):
+        keeps, exact = (a, b) if ta["typical_ties"] == "keeps ties" else (b, a)
+        out.append(Difference("typical_ties", f"typical keeps every token tied with its boundary score in {keeps}, "
+                              f"cuts exactly after the crossing position in {exact}"))
     if "min_p" in on and ta["min_p_equal_kept"] != tb["min_p_equal_kept"]:
-        out.append("mistral.rs removes a probability exactly at min_p·p_max, the others keep it")
-    if "repetition_penalty" in on and ta["window"] != tb["window"] and not any("penalises only" in r for r in out):
-        out.append(f"the repetition penalty sees the last {s.repeat_last_n} tokens in "
-                   f"{a if ta['window'] else b}, the whole history in {b if ta['window'] else a}")
+        out.append(Difference("min_p_equal_kept", "mistral.rs removes a probability exactly at min_p·p_max, "
+                              "the others keep it"))
+    if on & PENALTIES and ta["window"] != tb["window"] and not any(d.trait == "window" for d in out):
+        windowed, whole = (a, b) if ta["window"] else (b, a)
+        out.append(Difference("window", f"the penalties see the last {s.repeat_last_n} tokens in {windowed}, "
+                              f"the whole history in {whole}"))
     return list(dict.fromkeys(out))

@@ -17,51 +17,76 @@ from __future__ import annotations
 import numpy as np
 
 from oracle.engines.settings import (Settings, as_row, counts, first_argmax_onehot, first_noise,
-                                     inverse_cdf, require, softmax)
+                                     inverse_cdf, require, softmax, with_traits)
 
 NAME = "mistral.rs"
 SUPPORTS = frozenset({"temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
                       "frequency_penalty"})
+TRAITS = dict(temp_first=True, min_p_space="post-temperature", ties="exactly k", typical_position=None,
+              typical_ties=None, top_p_renormalises=False, min_p_before_top_p=False, min_p_equal_kept=False,
+              window=False, freq_scope="prompt+output", penalty_order="frequency/presence first", law="softmax",
+              greedy="t <= 0")
+# top_k keeping every tie with the k-th, top_p on renormalised top-k mass, min_p keeping
+# p = min_p·p_max, repetition before frequency/presence
+TOGGLES = frozenset({"ties", "top_p_renormalises", "min_p_equal_kept", "penalty_order"})
 
 
-def penalties(x: np.ndarray, history, repetition: float, frequency: float, presence: float) -> np.ndarray:
+def penalties(x: np.ndarray, history, repetition: float, frequency: float, presence: float,
+              repetition_first: bool = False) -> np.ndarray:
     c = counts(history, x.size).astype(np.float64)
-    y = x - c * frequency - (c > 0) * presence
-    if float(repetition) != 1.0:
-        r = float(repetition)
-        y = np.where(c > 0, np.where(y > 0, y / r, y * r), y)
-    return y
+    r = float(repetition)
+
+    def repeat(y):
+        return np.where(c > 0, np.where(y > 0, y / r, y * r), y) if r != 1.0 else y
+
+    def subtract(y):
+        return y - c * frequency - (c > 0) * presence
+    return subtract(repeat(x)) if repetition_first else repeat(subtract(x))
 
 
-def truncate(probs: np.ndarray, k: int, p: float, p_min: float) -> np.ndarray:
-    """top_k, top_p, min_p on probabilities, by zeroing, in that order, never renormalising."""
+def truncate(probs: np.ndarray, k: int, p: float, p_min: float, keep_ties: bool = False, renormalise: bool = False,
+             equal_kept: bool = False) -> np.ndarray:
+    """top_k, top_p, min_p on probabilities, by zeroing, in that order, never renormalising (the
+    keyword switches are trait overrides: each removes one difference from the other engines)."""
     out = probs.copy()
     order = np.argsort(-probs, kind="stable")
     kk = int(k) if int(k) > 0 else probs.size
+    if keep_ties and kk < probs.size:
+        kk = int((probs >= probs[order[kk - 1]]).sum())
     out[order[kk:]] = 0.0
     top = order[:kk]
     if 0.0 < float(p) < 1.0:
-        before = np.concatenate([[0.0], np.cumsum(probs[top])[:-1]])  # running sum before each token
+        mass = probs[top] / probs[top].sum() if renormalise else probs[top]
+        before = np.concatenate([[0.0], np.cumsum(mass)[:-1]])  # running sum before each token
         out[top[before >= float(p)]] = 0.0
     if 0.0 < float(p_min) < 1.0:
         threshold = probs[top[0]] * float(p_min)
-        out[top[threshold >= probs[top]]] = 0.0
+        out[top[(threshold > probs[top]) if equal_kept else (threshold >= probs[top])]] = 0.0
     return out
 
 
-def weights(logits: np.ndarray, s: Settings) -> np.ndarray:
-    """The (un-normalised) weight vector handed to ``WeightedIndex``."""
+def penalised(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
     require(NAME, SUPPORTS, s)
+    tr = with_traits(NAME, TRAITS, TOGGLES, traits)
     x = as_row(logits)
     if s.repetition_penalty != 1.0 or s.frequency_penalty != 0.0 or s.presence_penalty != 0.0:
-        x = penalties(x, s.history, s.repetition_penalty, s.frequency_penalty, s.presence_penalty)
+        x = penalties(x, s.history, s.repetition_penalty, s.frequency_penalty, s.presence_penalty,
+                      repetition_first=tr["penalty_order"] == "repetition first")
+    return x
+
+
+def weights(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
+    """The (un-normalised) weight vector handed to ``WeightedIndex``."""
+    tr = with_traits(NAME, TRAITS, TOGGLES, traits)
+    x = penalised(logits, s, **traits)
     if not float(s.temperature) > 0:
         return first_argmax_onehot(x)
-    return truncate(softmax(x / float(s.temperature)), s.top_k, s.top_p, s.min_p)
+    return truncate(softmax(x / float(s.temperature)), s.top_k, s.top_p, s.min_p, keep_ties=tr["ties"] == "keeps ties",
+                    renormalise=tr["top_p_renormalises"], equal_kept=tr["min_p_equal_kept"])
 
 
-def distribution(logits: np.ndarray, s: Settings) -> np.ndarray:
-    w = weights(logits, s)
+def distribution(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
+    w = weights(logits, s, **traits)
     return w / w.sum()
 
 

@@ -70,9 +70,10 @@ class Settings:
             on.add("eta")
         if self.repetition_penalty != 1.0 and self.history:
             on.add("repetition_penalty")
-        if self.presence_penalty != 0.0 and self.output:
+        # with a history at all: llama.cpp and mistral.rs count the prompt too (vLLM only the output)
+        if self.presence_penalty != 0.0 and self.history:
             on.add("presence_penalty")
-        if self.frequency_penalty != 0.0 and self.output:
+        if self.frequency_penalty != 0.0 and self.history:
             on.add("frequency_penalty")
         return on
 
@@ -84,6 +85,18 @@ def require(engine: str, supported: Iterable[str], s: Settings) -> None:
     missing = sorted(s.active() - set(supported))
     if missing:
         raise ValueError(f"{engine} has no equivalent of {missing}")
+
+
+def with_traits(engine: str, own: dict, toggles: Iterable[str], overrides: dict) -> dict:
+    """``own`` (an engine's semantic traits) with ``overrides`` applied: the engine run with those
+    differences removed. A trait it cannot run with another value of raises ValueError."""
+    unknown = sorted(set(overrides) - set(own))
+    if unknown:
+        raise ValueError(f"unknown traits {unknown} (known: {sorted(own)})")
+    fixed = sorted(k for k, v in overrides.items() if v != own[k] and k not in set(toggles))
+    if fixed:
+        raise ValueError(f"{engine} cannot run with {', '.join(f'{k}={overrides[k]!r}' for k in fixed)}")
+    return {**own, **overrides}
 
 
 def as_row(logits: np.ndarray) -> np.ndarray:

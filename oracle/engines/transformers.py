@@ -15,11 +15,16 @@ import math
 
 import numpy as np
 
-from oracle.engines.settings import Settings, as_row, first_noise, inverse_cdf, log_softmax, require, softmax
+from oracle.engines.settings import (Settings, as_row, first_noise, inverse_cdf, log_softmax, require, softmax,
+                                     with_traits)
 
 NAME = "transformers"
 SUPPORTS = frozenset({"temperature", "top_k", "top_p", "min_p", "typical_p", "epsilon", "eta",
                       "repetition_penalty"})
+TRAITS = dict(temp_first=True, min_p_space="post-temperature", ties="keeps ties", typical_position="after min_p",
+              typical_ties="keeps ties", top_p_renormalises=True, min_p_before_top_p=False, min_p_equal_kept=True,
+              window=False, freq_scope=None, penalty_order="repetition first", law="softmax", greedy=None)
+TOGGLES = frozenset({"typical_ties"})  # typical cut exactly after the crossing position
 NEG_INF = -np.inf
 
 
@@ -78,10 +83,11 @@ def min_p(scores: np.ndarray, p_min: float, min_tokens_to_keep: int = 1) -> np.n
     return np.where(remove, NEG_INF, scores)
 
 
-def typical(scores: np.ndarray, mass: float, min_tokens_to_keep: int = 1) -> np.ndarray:
+def typical(scores: np.ndarray, mass: float, min_tokens_to_keep: int = 1, keep_ties: bool = True) -> np.ndarray:
     """Order by |-log p - H| ascending; keep up to and including the first position whose
     cumulative probability reaches ``mass`` (``count(cum < mass)``), plus every token scoring
-    equal to that boundary one; the first ``min_tokens_to_keep`` in that order always stay."""
+    equal to that boundary one (not with ``keep_ties=False``); the first ``min_tokens_to_keep``
+    in that order always stay."""
     if not 0.0 < float(mass) < 1.0:
         raise ValueError(f"typical_p={mass} must lie in (0, 1)")
     logp = log_softmax(scores)
@@ -92,7 +98,7 @@ def typical(scores: np.ndarray, mass: float, min_tokens_to_keep: int = 1) -> np.
     order = np.argsort(shifted, kind="stable")
     cum = np.cumsum(softmax(scores[order]))
     last = min(int((cum < float(mass)).sum()), scores.size - 1)
-    remove = shifted[order] > shifted[order][last]
+    remove = shifted[order] > shifted[order][last] if keep_ties else np.arange(scores.size) > last
     remove[: _min_keep(min_tokens_to_keep)] = False
     out = scores.copy()
     out[order[remove]] = NEG_INF
@@ -139,15 +145,23 @@ def repetition_penalty(scores: np.ndarray, ids, penalty: float) -> np.ndarray:
     return out
 
 
-def processed(logits: np.ndarray, s: Settings) -> np.ndarray:
-    """The scores ``generate`` hands to multinomial (before softmax), -inf for removed tokens."""
+def penalised(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
+    """The scores after the logits processors (the only stage that reads the history)."""
     require(NAME, SUPPORTS, s)
+    with_traits(NAME, TRAITS, TOGGLES, traits)
     x = as_row(logits)
+    if s.repetition_penalty != 1.0 and s.history:
+        x = repetition_penalty(x, s.history, s.repetition_penalty)
+    return x
+
+
+def processed(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
+    """The scores ``generate`` hands to multinomial (before softmax), -inf for removed tokens."""
+    tr = with_traits(NAME, TRAITS, TOGGLES, traits)
+    x = penalised(logits, s)
     if not float(s.temperature) > 0:
         temperature(x, s.temperature)  # raises: HF has no sampling at t <= 0
     mk = s.min_tokens_to_keep
-    if s.repetition_penalty != 1.0 and s.history:
-        x = repetition_penalty(x, s.history, s.repetition_penalty)
     if s.temperature != 1.0:
         x = temperature(x, s.temperature)
     if s.top_k > 0:
@@ -157,7 +171,7 @@ def processed(logits: np.ndarray, s: Settings) -> np.ndarray:
     if s.min_p > 0.0:
         x = min_p(x, s.min_p, mk)
     if s.typical_p < 1.0:
-        x = typical(x, s.typical_p, mk)
+        x = typical(x, s.typical_p, mk, keep_ties=tr["typical_ties"] == "keeps ties")
     if s.epsilon > 0.0:
         x = epsilon(x, s.epsilon, mk)
     if s.eta > 0.0:
@@ -165,8 +179,8 @@ def processed(logits: np.ndarray, s: Settings) -> np.ndarray:
     return x
 
 
-def distribution(logits: np.ndarray, s: Settings) -> np.ndarray:
-    return softmax(processed(logits, s))
+def distribution(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
+    return softmax(processed(logits, s, **traits))
 
 
 def sample(logits: np.ndarray, s: Settings, noise) -> int:

@@ -17,11 +17,17 @@ from __future__ import annotations
 import numpy as np
 
 from oracle.engines.settings import (Settings, as_row, counts, first_argmax_onehot, require, softmax,
-                                     uniforms)
+                                     uniforms, with_traits)
 
 NAME = "vllm"
 SUPPORTS = frozenset({"temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
                       "frequency_penalty"})
+TRAITS = dict(temp_first=True, min_p_space="post-temperature", ties="keeps ties", typical_position=None,
+              typical_ties=None, top_p_renormalises=True, min_p_before_top_p=True, min_p_equal_kept=True,
+              window=False, freq_scope="output", penalty_order="repetition first", law="softmax",
+              greedy="t < 1e-5")
+# min_p after top_k/top_p, presence/frequency counting the prompt too, greedy only at t <= 0
+TOGGLES = frozenset({"min_p_before_top_p", "freq_scope", "greedy"})
 SAMPLING_EPS = 1e-5
 NEG_INF = -np.inf
 
@@ -61,31 +67,39 @@ def top_k_top_p(x: np.ndarray, k: int, p: float) -> np.ndarray:
     return out
 
 
-def greedy(s: Settings) -> bool:
-    return float(s.temperature) < SAMPLING_EPS
+def greedy(s: Settings, **traits) -> bool:
+    """``_SAMPLING_EPS``; toggled to any other rule, greedy only at t <= 0."""
+    if with_traits(NAME, TRAITS, TOGGLES, traits)["greedy"] == TRAITS["greedy"]:
+        return float(s.temperature) < SAMPLING_EPS
+    return not float(s.temperature) > 0
 
 
-def penalised(logits: np.ndarray, s: Settings) -> np.ndarray:
+def penalised(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
     require(NAME, SUPPORTS, s)
     x = as_row(logits)
+    prompt, output = s.prompt, s.output
+    if with_traits(NAME, TRAITS, TOGGLES, traits)["freq_scope"] == "prompt+output":
+        prompt, output = (), s.history  # repetition sees the same tokens either way
     if s.repetition_penalty != 1.0 or s.frequency_penalty != 0.0 or s.presence_penalty != 0.0:
-        x = penalties(x, s.prompt, s.output, s.repetition_penalty, s.frequency_penalty, s.presence_penalty)
+        x = penalties(x, prompt, output, s.repetition_penalty, s.frequency_penalty, s.presence_penalty)
     return x
 
 
-def processed(logits: np.ndarray, s: Settings) -> np.ndarray:
+def processed(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
     """Logits the race runs on (-inf = removed); at greedy temperatures the argmax only."""
-    x = penalised(logits, s)
-    if greedy(s):
+    x = penalised(logits, s, **traits)
+    if greedy(s, **traits):
         return np.where(first_argmax_onehot(x) > 0, x, NEG_INF)
     x = x / float(s.temperature)
-    if s.min_p > 0.0:
+    min_p_first = with_traits(NAME, TRAITS, TOGGLES, traits)["min_p_before_top_p"]
+    if s.min_p > 0.0 and min_p_first:
         x = min_p(x, s.min_p)
-    return top_k_top_p(x, s.top_k, s.top_p)
+    x = top_k_top_p(x, s.top_k, s.top_p)
+    return min_p(x, s.min_p) if s.min_p > 0.0 and not min_p_first else x
 
 
-def distribution(logits: np.ndarray, s: Settings) -> np.ndarray:
-    return softmax(processed(logits, s))
+def distribution(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
+    return softmax(processed(logits, s, **traits))
 
 
 def exponentials(noise, n: int) -> np.ndarray:

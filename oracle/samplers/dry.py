@@ -74,14 +74,20 @@ class Dry(Sampler):
             return  # llama.cpp returned early: not even the sorted flag changes
         single_breakers = {b[0] for b in self.breakers if len(b) == 1}
         max_exponent = int(_FLOAT_MAX_LOG / math.log(self.base)) if self.base > 1.000001 else 0
-        penalty = np.zeros(cur.size)
-        for i, token in enumerate(cur.ids.tolist()):
-            if token in best and token not in single_breakers:
-                exponent = best[token] - self.allowed_length
+        amount = {}
+        for token, length in best.items():
+            if token not in single_breakers:
+                exponent = length - self.allowed_length
                 if max_exponent > 0:
                     exponent = min(exponent, max_exponent)
-                penalty[i] = self.multiplier * self.base**exponent
-        cur.logits = cur.logits - penalty
+                amount[token] = self.multiplier * self.base**exponent
+        logits = cur.logits.copy()
+        if amount:  # the few penalised tokens, found among the candidates by binary search
+            tokens = np.array(sorted(amount), dtype=np.int64)
+            at = np.minimum(np.searchsorted(tokens, cur.ids), tokens.size - 1)
+            hit = np.flatnonzero(tokens[at] == cur.ids)
+            logits[hit] -= np.array([amount[int(t)] for t in cur.ids[hit]])
+        cur.logits = logits
         cur.sorted = False
 
 

@@ -11,7 +11,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from oracle.candidates import TokenDataArray
+from oracle.candidates import TokenDataArray, identity_ids
 from oracle.samplers.base import Empty, Sampler, check_finite
 
 
@@ -35,15 +35,22 @@ class Penalties(Sampler):
             return np.zeros(ids.size, dtype=np.int64)
         hist = np.asarray(self.window, dtype=np.int64)
         uniq, cnt = np.unique(hist, return_counts=True)
+        if ids is identity_ids(ids.size):  # a raw row: candidate position = token id
+            out = np.zeros(ids.size, dtype=np.int64)
+            inside = (uniq >= 0) & (uniq < ids.size)
+            out[uniq[inside]] = cnt[inside]
+            return out
         pos = np.clip(np.searchsorted(uniq, ids), 0, uniq.size - 1)
         return np.where(uniq[pos] == ids, cnt[pos], 0)
 
     def apply(self, cur: TokenDataArray) -> None:
         c = self.counts_for(cur.ids)
-        hit = c > 0
-        l = cur.logits
+        hit = np.flatnonzero(c)  # only the window's tokens change
+        l = cur.logits[hit]
         scaled = np.where(l <= 0, l * self.repeat, l / self.repeat)
-        cur.logits = np.where(hit, scaled - c * self.freq - hit * self.present, l)
+        out = cur.logits.copy()
+        out[hit] = scaled - c[hit] * self.freq - self.present
+        cur.logits = out
         cur.sorted = False
 
 

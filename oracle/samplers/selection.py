@@ -43,17 +43,19 @@ class Dist(Sampler):
     def apply(self, cur: TokenDataArray) -> None:
         _require_finite_candidate(self.name, cur)
         u = self.rng.uniform_double()
-        cur.selected = select_inverse_cdf(cur.logits, u)
         e = np.exp(cur.logits - cur.logits.max())
+        cur.selected = _first_reaching(e, u)
         cur.p = e / e.sum()
 
 
 def select_inverse_cdf(logits: np.ndarray, u: float) -> int:
     """Index of the first entry whose running unnormalised mass reaches ``S·u``."""
-    e = np.exp(logits - logits.max())
-    run = np.cumsum(e)
-    hit = np.flatnonzero(run >= run[-1] * u)
-    return int(hit[0]) if hit.size else logits.size - 1
+    return _first_reaching(np.exp(logits - logits.max()), u)
+
+
+def _first_reaching(e: np.ndarray, u: float) -> int:
+    run = np.cumsum(e)  # non-decreasing (non-negative terms): a binary search finds the first
+    return min(int(np.searchsorted(run, run[-1] * u, side="left")), e.size - 1)
 
 
 def greedy() -> Sampler:

@@ -9,27 +9,35 @@ repeated bias / breaker lists). ``generated_chain_stream`` runs it as llama.cpp'
 against the oracle's with ``legal.legal_for`` + ``judge.check``; the end-to-end oracle chain must
 pick the same token unless a stage legally differed (a tie or a float32 boundary).
 
-``long_stream`` judges >= ``steps`` apply/accept rounds of one stateful sampler. A self-state
+``chain_stream`` is the special case of the chain ``common_sampler_init`` builds from
+``SamplingParams`` (``params_chain``).
+
+``long_streams`` judges >= ``steps`` apply/accept rounds of every stateful sampler, in lockstep
+on one row sequence (a row is generated, and sorted, once per step for all of them). A self-state
 sampler (mirostat, mirostat_v2, adaptive_p) stops at its first legal divergence (its state then
-follows a different selection); the stream restarts with the next seed until ``steps`` rounds are
-judged, and the report keeps where each divergence happened - the measurement behind the README's
-"identical for N steps" statements.
+follows a different selection) and restarts with fresh state on the next row, until ``steps``
+rounds are judged; the report keeps where each divergence happened - the measurement behind the
+README's "identical for N steps" statements.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
 from hypothesis import assume, strategies as st
 
 from oracle.candidates import TokenDataArray
-from oracle.chain import Chain
+from oracle.chain import Chain, SamplingParams, default_chain
 from properties.peers import llama_cpp as peer
 from properties.peers.judge import FindingDomain, Unsupported, Verdict
 from properties.peers.legal import Drift
 from properties.peers.records import RECORDS_BY_NAME, PeerRecord
-from properties.peers.streams import PeerMismatch, SELF_STATE, StreamReport, judge_step, raw_state, state_of, stream
+from properties.peers.streams import (PeerMismatch, SELF_STATE, Stream, StreamReport, judge_step, raw_state,
+                                      state_of)
 from properties.samplers.strategies import make_logits
 
 MEMBERS = ("logit_bias", "penalties", "dry", "top_n_sigma", "top_k", "typical", "top_p", "min_p", "xtc",
@@ -74,9 +82,11 @@ def _build(chain: GeneratedChain, vocab: int) -> tuple[list, list]:
     return oracle, llama
 
 
-def generated_chain_stream(chain: GeneratedChain, family: str, vocab: int, seed: int, steps: int) -> StreamReport:
-    """``steps`` rounds of llama.cpp's chain on fresh rows, every stage judged against the oracle."""
-    e2e = Chain(_build(chain, vocab)[0])
+def generated_chain_stream(chain: GeneratedChain, family: str, vocab: int, seed: int, steps: int,
+                           e2e: Chain | None = None) -> StreamReport:
+    """``steps`` rounds of llama.cpp's chain on fresh rows, every stage judged against the oracle;
+    ``e2e`` is the oracle chain judged end to end (default: the chain's own oracle members)."""
+    e2e = e2e if e2e is not None else Chain(_build(chain, vocab)[0])
     shadow_oracle, shadow_llama = _build(chain, vocab)
     drifts = [Drift() for _ in shadow_llama]
     rep = StreamReport()
@@ -120,6 +130,41 @@ def generated_chain_stream(chain: GeneratedChain, family: str, vocab: int, seed:
     return rep
 
 
+def params_chain(params: SamplingParams, vocab: int) -> GeneratedChain:
+    """The chain ``common_sampler_init`` builds for ``params`` (``oracle.chain.default_chain``'s
+    members and order), as a generated chain of peer records."""
+    p, r = params, RECORDS_BY_NAME
+    members = [(r["logit_bias"], {"biases": list(p.logit_bias)})] if p.logit_bias else []
+    if p.mirostat == 1:
+        return GeneratedChain(members + [(r["temp"], {"t": p.temp}), (r["mirostat"], {
+            "seed": p.seed, "tau": p.mirostat_tau, "eta": p.mirostat_eta, "m": 100})])
+    if p.mirostat == 2:
+        return GeneratedChain(members + [(r["temp"], {"t": p.temp}), (r["mirostat_v2"], {
+            "seed": p.seed, "tau": p.mirostat_tau, "eta": p.mirostat_eta})])
+    by_letter = {
+        "e": ("penalties", {"last_n": p.penalty_last_n, "repeat": p.penalty_repeat, "freq": p.penalty_freq,
+                            "present": p.penalty_present, "history": []}),
+        "d": ("dry", {"multiplier": p.dry_multiplier, "base": p.dry_base, "allowed_length": p.dry_allowed_length,
+                      "last_n": p.dry_penalty_last_n, "breakers": p.dry_breakers, "history": []}),
+        "s": ("top_n_sigma", {"n": p.top_n_sigma}), "k": ("top_k", {"k": p.top_k}),
+        "y": ("typical", {"p": p.typ_p, "min_keep": p.min_keep}), "p": ("top_p", {"p": p.top_p, "min_keep": p.min_keep}),
+        "m": ("min_p", {"p": p.min_p, "min_keep": p.min_keep}),
+        "x": ("xtc", {"probability": p.xtc_probability, "threshold": p.xtc_threshold, "min_keep": p.min_keep,
+                      "seed": p.seed}),
+        "t": ("temp_ext", {"t": p.temp, "delta": p.dynatemp_range, "exponent": p.dynatemp_exponent}),
+    }
+    members += [(r[by_letter[c][0]], by_letter[c][1]) for c in p.sequence]
+    return GeneratedChain(members + [(r["dist"], {"seed": p.seed})])
+
+
+def chain_stream(params: SamplingParams, family: str, vocab: int, seed: int, steps: int) -> StreamReport:
+    """``default_chain`` end to end vs llama.cpp's chain (chain_init/chain_add) on the same rows:
+    ``generated_chain_stream`` on the chain ``common_sampler_init`` builds, ``default_chain`` judged
+    end to end."""
+    return generated_chain_stream(params_chain(params, vocab), family, vocab, seed, steps,
+                                  e2e=default_chain(params, vocab))
+
+
 @dataclass
 class LongStream:
     steps: int = 0
@@ -129,19 +174,59 @@ class LongStream:
     stops: list = field(default_factory=list)
 
 
-def long_stream(record: PeerRecord, params: dict, family: str, vocab: int, seed: int, steps: int) -> LongStream:
-    """At least ``steps`` judged rounds of ``record``, restarting (next seed) after a stop."""
-    out = LongStream()
-    while out.steps < steps and out.streams < steps:  # every stream judges at least one round
-        p = {**params, "seed": params["seed"] + out.streams} if "seed" in params else params
-        rep = stream(record, p, family, vocab, seed + out.streams, steps - out.steps)
-        out.streams += 1
-        out.steps += rep.steps
-        out.identical += rep.identical
-        if rep.divergences:
-            out.first_divergence.append(rep.divergences[0])
-        if rep.stopped:
-            out.stops.append(rep.stopped)
-        if rep.steps == 0:
-            break
+def long_streams(samplers: dict[str, tuple[PeerRecord, dict]], family: str, vocab: int, seed: int,
+                 steps: int, workers: int | None = None) -> dict[str, LongStream]:
+    """>= ``steps`` judged rounds of every named stateful sampler, in lockstep on one row sequence
+    (each row generated, and sorted, once for all of them). A stream that stops (a self-state
+    sampler's legal divergence, a finding's domain) restarts on the next row with fresh state and
+    its seed + 1; rows continue until every sampler has ``steps`` judged rounds.
+
+    The streams of one row are judged on ``workers`` threads (default: one per CPU): llama.cpp's
+    calls and NumPy's large loops release the GIL, and each stream owns its samplers and state,
+    so the result does not depend on the scheduling."""
+    out = {name: LongStream() for name in samplers}
+    live: dict[str, tuple[Stream, int]] = {}
+
+    def judged(name: str) -> int:
+        return out[name].steps + (live[name][0].report.steps if name in live else 0)
+
+    def step(name: str, t: int, cur: TokenDataArray) -> bool:
+        stream_, start = live[name]
+        return stream_.step(t - start, cur)
+
+    n_workers = max(1, min(len(samplers), workers or os.cpu_count() or 1))
+    pool = ThreadPoolExecutor(max_workers=n_workers) if n_workers > 1 else None
+    try:
+        with pool or contextlib.nullcontext():
+            for t in range(2 * steps):  # a stop on an unjudged row costs that row: never more than one each
+                short = [name for name in samplers if judged(name) < steps]
+                if not short:
+                    break
+                cur = raw_state(make_logits(family, vocab, seed * 7919 + t))
+                cur.descending()  # once, before the threads share the row
+                for name in short:
+                    if name not in live:
+                        record, params = samplers[name]
+                        k = out[name].streams
+                        p = {**params, "seed": params["seed"] + k} if "seed" in params else params
+                        live[name] = (Stream(record, p, vocab, seed + k, steps + 1), t)
+                        out[name].streams += 1
+                going = list((pool.map if pool else map)(lambda name: step(name, t, cur), short))
+                for name, ok in zip(short, going):
+                    if not ok:
+                        _close(out[name], live.pop(name)[0])
+    finally:
+        for name in list(live):
+            _close(out[name], live.pop(name)[0])
     return out
+
+
+def _close(acc: LongStream, s: Stream) -> None:
+    rep = s.report
+    acc.steps += rep.steps
+    acc.identical += rep.identical
+    if rep.divergences:
+        acc.first_divergence.append(rep.divergences[0])
+    if rep.stopped:
+        acc.stops.append(rep.stopped)
+    s.free()

@@ -39,13 +39,27 @@ def seq_sum_bound(terms: np.ndarray, exact: np.ndarray | None = None) -> np.ndar
     if t.size == 0:
         return t
     s = np.cumsum(t)
-    prev = np.concatenate([[0.0], s[:-1]])
-    step = np.minimum(np.minimum(U * np.abs(s), np.abs(t)), np.abs(prev))
+    step = np.abs(s)
+    step *= U
+    np.minimum(step, np.abs(t), out=step)
+    np.minimum(step[1:], np.abs(s[:-1]), out=step[1:])
     step[0] = 0.0  # the first addition is 0 + t_0: exact
     if exact is not None:
-        clean = np.cumprod(np.asarray(exact, dtype=bool) & _f32_exact(s)).astype(bool)
-        step = np.where(clean, 0.0, step)
-    return np.cumsum(step)
+        step[:_clean_prefix(np.asarray(exact, dtype=bool), s)] = 0.0
+    return np.cumsum(step, out=step)
+
+
+def _clean_prefix(exact: np.ndarray, s: np.ndarray) -> int:
+    """Length of the prefix where every term is exact and every partial sum a float32 number:
+    scanned in doubling chunks, since it usually ends within the first few terms."""
+    n, start, width = s.size, 0, 64
+    while start < n:
+        stop = min(start + width, n)
+        bad = np.flatnonzero(~(exact[start:stop] & _f32_exact(s[start:stop])))
+        if bad.size:
+            return start + int(bad[0])
+        start, width = stop, 2 * width
+    return n
 
 
 def softmax_f32(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -57,17 +71,29 @@ def softmax_f32(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     l = np.asarray(logits, dtype=np.float64)
     finite = np.isfinite(l)
-    x = np.where(finite, l - l[finite].max(), 0.0)
-    e = np.where(finite, np.exp(x), 0.0)
-    e_exact = (x == 0) | ~finite
-    r = np.where(e_exact, 0.0, U * (np.abs(x) + 2))
-    de = e * r + np.where(e_exact, 0.0, TINY)
+    all_finite = bool(finite.all())
+    x = l - l.max() if all_finite else np.where(finite, l - l[finite].max(), 0.0)
+    e = np.exp(x) if all_finite else np.where(finite, np.exp(x), 0.0)
+    e_exact = (x == 0) if all_finite else (x == 0) | ~finite
+    r = np.abs(x)
+    r += 2
+    r *= U
+    r[e_exact] = 0.0
+    de = e * r
+    de += TINY
+    de[e_exact] = 0.0
     total = e.sum()
     d_total = de.sum() + seq_sum_bound(e, e_exact)[-1]
     p = e / total
-    p_exact = e_exact & (d_total == 0) & _f32_exact(p)
-    dp = np.where(p_exact, 0.0, p * (r + d_total / total + U) + TINY)
-    return p, np.where(finite, dp, 0.0)
+    dp = r + d_total / total
+    dp += U
+    dp *= p
+    dp += TINY
+    if d_total == 0:  # every term and sum exact: a p that is a float32 number carries no error
+        dp[e_exact & _f32_exact(p)] = 0.0
+    if not all_finite:
+        dp[~finite] = 0.0
+    return p, dp
 
 
 def cumulative_f32(p: np.ndarray, dp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from oracle.candidates import TokenDataArray
+from oracle.candidates import TokenDataArray, identity_ids
 from properties.peers.llama_cpp import PeerOutput
 
 P_FLOOR = 1e-6  # the absolute p agreement asked for; the float model may allow more (see legal.py)
@@ -63,22 +63,31 @@ class Verdict:
 
 
 def dense(ids: np.ndarray, values: np.ndarray, n: int, fill: float = np.nan) -> np.ndarray:
-    out = np.full(n, fill, dtype=np.float64 if np.asarray(values).dtype != bool else bool)
+    dtype = np.float64 if np.asarray(values).dtype != bool else bool
+    if ids is identity_ids(ids.size) and ids.size == n:  # a whole raw row: already dense (a copy)
+        return np.array(values, dtype=dtype)
+    out = np.full(n, fill, dtype=dtype)
     out[ids] = values
     return out
 
 
 def lookup(ref: np.ndarray, tol: np.ndarray) -> Model:
-    """A model that reads dense reference arrays (indexed by token id)."""
-    return lambda ids: (ref[ids], tol[ids])
+    """A model that reads dense reference arrays (indexed by token id; a whole raw row as is)."""
+    def model(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if ids.size == ref.size and ids is identity_ids(ids.size):
+            return ref, tol
+        return ref[ids], tol[ids]
+    return model
 
 
 def _ratio(diff: np.ndarray, tol: np.ndarray) -> tuple[float, int]:
+    """Largest diff / tol (0 where diff is 0, inf where it is NaN or tol is 0) and its index."""
+    if not diff.size:
+        return 0.0, 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        r = np.where(diff == 0, 0.0, diff / tol)
-    r = np.where(np.isnan(r), np.inf, r)
-    i = int(np.argmax(r)) if r.size else 0
-    return (float(r[i]) if r.size else 0.0), i
+        r = np.divide(diff, tol, out=np.zeros_like(diff), where=diff != 0)
+    i = int(np.argmax(r))  # the first NaN if there is one
+    return (np.inf if np.isnan(r[i]) else float(r[i])), i
 
 
 def check(legal: Legal, cur_in: TokenDataArray, out: PeerOutput) -> Verdict:
@@ -115,57 +124,73 @@ def _check(legal: Legal, cur_in: TokenDataArray, out: PeerOutput) -> str | None:
     lo, hi = legal.sizes
     if not lo <= ids.size <= hi:
         return f"size {ids.size}, legal [{lo}, {hi}]"
-    vocab = int(max(cur_in.ids.max(), ids.max(initial=0))) + 1
-    pos_in = dense(cur_in.ids, np.arange(n_in), vocab, fill=-1).astype(np.int64)
-    seen = np.zeros(vocab, dtype=bool)
-    seen[ids] = True
-    if int(seen.sum()) != ids.size or (pos_in[ids] < 0).any():
-        return "ids are not distinct input ids"
-    if legal.order == "same":
+    raw = cur_in.ids is identity_ids(n_in)  # a whole raw row: every token id is its input position
+    same = legal.order == "same"
+    if same:  # exactly the input entries (distinct by construction), in order: nothing to look up
         if not np.array_equal(ids, cur_in.ids):
             return "entries moved, were dropped or added (this sampler keeps the array as it is)"
-    elif legal.order == "input":
-        if (np.diff(pos_in[ids]) <= 0).any():
+    elif raw:
+        if ids.size and (ids.min() < 0 or ids.max() >= n_in or np.bincount(ids, minlength=n_in).max() > 1):
+            return "ids are not distinct input ids"
+        pos_in = None
+    else:
+        vocab = int(max(cur_in.ids.max(), ids.max(initial=0))) + 1
+        pos_in = dense(cur_in.ids, np.arange(n_in), vocab, fill=-1).astype(np.int64)
+        seen = np.zeros(vocab, dtype=bool)
+        seen[ids] = True
+        if int(seen.sum()) != ids.size or (pos_in[ids] < 0).any():
+            return "ids are not distinct input ids"
+    if legal.order == "input":
+        if (np.diff(ids if pos_in is None else pos_in[ids]) <= 0).any():
             return "input order not preserved"
-        kept = np.zeros(vocab, dtype=bool)
+        kept = np.zeros(legal.must.size, dtype=bool)
         kept[ids] = True
         missing, extra = np.flatnonzero(legal.must & ~kept), np.flatnonzero(kept & ~legal.may)
         if missing.size or extra.size:
             return f"survivors outside [must, may]: missing {missing[:6].tolist()}, extra {extra[:6].tolist()}"
-    else:
+    elif not same:
         r = legal.ranking
         ref = r[:ids.size] if legal.order == "ranked" else r[r.size - ids.size:]
+        moved = np.flatnonzero(ids != ref)  # positions holding another token than the oracle's
+        a, b = ids[moved], ref[moved]
         with np.errstate(invalid="ignore"):  # -inf keys: equal infinities are a tie
-            gap = np.abs(legal.key[ids] - legal.key[ref])
-        gap = np.where(legal.key[ids] == legal.key[ref], 0.0, gap)
-        bad = np.flatnonzero(gap > legal.key_tol[ids] + legal.key_tol[ref])
+            gap = np.abs(legal.key[a] - legal.key[b])
+        gap = np.where(legal.key[a] == legal.key[b], 0.0, gap)
+        bad = np.flatnonzero(gap > legal.key_tol[a] + legal.key_tol[b])
         if bad.size:
-            i = int(bad[0])
+            i = int(moved[bad[0]])
             return (f"position {i}: token {ids[i]} (key {legal.key[ids[i]]:.9g}) where the oracle ranks token "
                     f"{ref[i]} (key {legal.key[ref[i]]:.9g}), tolerance {legal.key_tol[ids[i]] + legal.key_tol[ref[i]]:.3g}")
-    in_logit = dense(cur_in.ids, cur_in.logits, vocab)
-    in_p = dense(cur_in.ids, cur_in.p, vocab)
+    if same:
+        ids = cur_in.ids  # equal to out.ids; the input's array lets a whole-row model skip its lookup
+        logit_in, p_in = cur_in.logits, cur_in.p
+    elif raw:
+        logit_in, p_in = cur_in.logits[ids], cur_in.p[ids]
+    else:
+        logit_in, p_in = dense(cur_in.ids, cur_in.logits, vocab)[ids], dense(cur_in.ids, cur_in.p, vocab)[ids]
     if legal.logits is None:
-        if not np.array_equal(out.logits.astype(np.float64), in_logit[ids]):
+        if not np.array_equal(out.logits.astype(np.float64), logit_in):
             return "logits changed by a sampler that must leave them untouched"
     else:
         ref, tol = legal.logits(ids)
         with np.errstate(over="ignore"):  # the float32 result llama.cpp stores; tol covers the rest
             ref = ref.astype(np.float32).astype(np.float64)
         got = out.logits.astype(np.float64)
-        maskable = legal.maskable[ids] if legal.maskable is not None else np.zeros(ids.size, dtype=bool)
-        inf_bad = (np.isinf(got) | np.isinf(ref)) & (got != ref) & ~(maskable & np.isneginf(got))
-        if inf_bad.any():
-            i = int(np.flatnonzero(inf_bad)[0])
-            return f"token {ids[i]}: logit {got[i]} where the oracle has {ref[i]}"
         fin = np.isfinite(got) & np.isfinite(ref)
+        if not fin.all():
+            maskable = legal.maskable[ids] if legal.maskable is not None else np.zeros(ids.size, dtype=bool)
+            inf_bad = (np.isinf(got) | np.isinf(ref)) & (got != ref) & ~(maskable & np.isneginf(got))
+            if inf_bad.any():
+                i = int(np.flatnonzero(inf_bad)[0])
+                return f"token {ids[i]}: logit {got[i]} where the oracle has {ref[i]}"
         with np.errstate(invalid="ignore"):
-            r, i = _ratio(np.where(fin, np.abs(got - ref), 0.0), tol)
+            diff = np.abs(got - ref)
+            r, i = _ratio(diff if fin.all() else np.where(fin, diff, 0.0), tol)
         legal.notes["logit_ratio"] = r
         if r > 1:
             return f"token {ids[i]}: logit {got[i]!r} vs oracle {ref[i]!r}, allowed ±{tol[i]:.3g}"
     if legal.p is None:
-        if not np.array_equal(out.p.astype(np.float64), in_p[ids], equal_nan=True):
+        if not (np.array_equal(out.p, p_in) or np.array_equal(out.p.astype(np.float64), p_in, equal_nan=True)):
             return "p changed by a sampler that must leave p untouched"
     else:
         ref, tol = legal.p(ids)

@@ -26,7 +26,7 @@ import numpy as np
 from oracle.candidates import TokenDataArray
 from oracle.samplers.base import Sampler
 from properties.peers.judge import FindingDomain, Legal, Unsupported
-from properties.peers.legal_filters import (_bias_tol, _dry_tol, _greedy, _identity, _min_p, _penalty_tol, _temp_ext,
+from properties.peers.legal_filters import (_logit_bias, _dry_tol, _greedy, _identity, _min_p, _penalty_tol, _temp_ext,
                                             _top_k, _top_n_sigma, _top_p, _transform, _typical, _xtc)
 from properties.peers.legal_select import Drift, _adaptive_p, _dist, _mirostat, _mirostat_v2
 
@@ -45,6 +45,8 @@ def legal_for(smp: Sampler, cur_in: TokenDataArray, drift: Drift) -> Legal:
     if sorts and not cur_in.sorted and cur_in.size > 128 and cur_in.logits.max() >= BUCKET_OVERFLOW:
         raise FindingDomain("bucket-sort-int-overflow")
     pre = copy.deepcopy(smp)
+    if sorts and not cur_in.sorted:
+        cur_in.descending()  # computed once here, shared by the oracle's copy and the builder
     out = cur_in.copy()
     smp.apply(out)
     build = _identity if smp.name.startswith("?") else _BUILDERS[smp.name]
@@ -56,6 +58,6 @@ def legal_for(smp: Sampler, cur_in: TokenDataArray, drift: Drift) -> Legal:
 _BUILDERS = {
     "greedy": _greedy, "dist": _dist, "temp": _transform(), "temp-ext": _temp_ext, "top-k": _top_k,
     "top-p": _top_p, "min-p": _min_p, "typical": _typical, "xtc": _xtc, "top-n-sigma": _top_n_sigma,
-    "penalties": _transform(_penalty_tol), "dry": _transform(_dry_tol), "logit-bias": _transform(_bias_tol),
+    "penalties": _transform(_penalty_tol), "dry": _transform(_dry_tol), "logit-bias": _logit_bias,
     "mirostat": _mirostat, "mirostat-v2": _mirostat_v2, "adaptive-p": _adaptive_p,
 }

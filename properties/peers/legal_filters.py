@@ -34,13 +34,20 @@ def _transform(tol_fn=None, flags=None):
 
 
 def _penalty_tol(pre, cur, out, v):
-    c = dense(cur.ids, pre.counts_for(cur.ids).astype(float), v, 0.0)
-    l = dense(cur.ids, cur.logits, v, 0.0)
+    """Tolerance by token id, non-zero only for the window's tokens (the only ones penalised; a
+    window token that is no candidate gets one too, and it is never read)."""
+    tol = np.zeros(v)
+    if not pre.window:
+        return tol
+    uniq, cnt = np.unique(np.asarray(pre.window, dtype=np.int64), return_counts=True)
+    inside = (uniq >= 0) & (uniq < v)
+    t, c = uniq[inside], cnt[inside].astype(float)
+    l, res = dense(cur.ids, cur.logits, v, 0.0)[t], dense(out.ids, out.logits, v, 0.0)[t]
     scaled = np.where(l <= 0, l * pre.repeat, l / pre.repeat)
     cf = c * pre.freq
-    res = dense(out.ids, out.logits, v, 0.0)
     # fl(l·r or l/r), fl(c·f), fl(+present), fl(subtract): one rounding each
-    return np.where(c > 0, U * (np.abs(scaled) + np.abs(cf) + np.abs(cf + pre.present) + 2 * np.abs(res)), 0.0)
+    tol[t] = U * (np.abs(scaled) + np.abs(cf) + np.abs(cf + pre.present) + 2 * np.abs(res))
+    return tol
 
 
 def _dry_tol(pre, cur, out, v):
@@ -51,16 +58,31 @@ def _dry_tol(pre, cur, out, v):
 
 
 def _bias_tol(pre, cur, out, v):
-    # repeated tokens: llama.cpp adds the biases one at a time, the oracle adds their sum once
-    uniq, counts = np.unique(pre.tokens, return_counts=True)
+    # repeated tokens: llama.cpp adds the biases one at a time, the oracle adds their sum once;
+    # a biased token no longer among the candidates (ids >= v after a truncation) has no logit
+    here = pre.tokens < v
+    tokens, values = pre.tokens[here], pre.values[here]
+    uniq, counts = np.unique(tokens, return_counts=True)
     tol = np.zeros(v)
     rep = uniq[counts > 1]
     if rep.size:
         absb = np.zeros(v)
-        np.add.at(absb, pre.tokens, np.abs(pre.values))
+        np.add.at(absb, tokens, np.abs(values))
         l = dense(cur.ids, cur.logits, v, 0.0)
         tol[rep] = U * counts[counts > 1] * (np.abs(l[rep]) + absb[rep])
     return np.where(np.isfinite(tol), tol, 0.0)
+
+
+def _logit_bias(pre, cur, out, drift) -> Legal:
+    """llama.cpp's logit_bias keeps the input's ``sorted`` flag, the spec clears it (finding
+    logit-bias-stale-sorted). A kept flag is legal while the biased array is still in descending
+    order (one candidate, zero biases, biases that move nothing past a neighbour); once the biases
+    break the order, later samplers would trust a stale order: the finding's domain."""
+    if cur.sorted and out.size > 1 and not (out.logits[:-1] >= out.logits[1:]).all():
+        raise FindingDomain("logit-bias-stale-sorted")
+    legal = _transform(_bias_tol)(pre, cur, out, drift)
+    legal.sorted_flags = frozenset({out.sorted, cur.sorted})
+    return legal
 
 
 def _greedy(pre, cur, out, drift) -> Legal:
@@ -75,7 +97,7 @@ def _temp_ext(pre, cur, out, drift) -> Legal:
     if cur.size <= 1:
         return _identity(pre, cur, out, drift)
     v, n = _vocab(cur), cur.size
-    order = np.argsort(-cur.logits, kind="stable")
+    order = cur.descending()
     l = cur.logits[order]
     p, dp = softmax_f32(l)
     h, dh = entropy_f32(p, dp)
@@ -106,7 +128,7 @@ def _temp_ext(pre, cur, out, drift) -> Legal:
 
 def _sorted_view(cur: TokenDataArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(order, logits in that order, dense logit key) for a descending sort that keeps ties stable."""
-    order = np.arange(cur.size) if cur.sorted else np.argsort(-cur.logits, kind="stable")
+    order = np.arange(cur.size) if cur.sorted else cur.descending()  # sorted once, shared with the oracle
     return order, cur.logits[order], dense(cur.ids, cur.logits, _vocab(cur), -np.inf)
 
 

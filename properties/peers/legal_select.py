@@ -43,23 +43,35 @@ def _dist(pre, cur, out, drift) -> Legal:
     u = copy.deepcopy(pre.rng).uniform_double()
     l = cur.logits
     fin = np.isfinite(l)
-    x = np.where(fin, l - l.max(), 0.0)
-    e = np.where(fin, np.exp(x), 0.0)
-    de = np.where(fin, e * U * (np.abs(x) + 2) + TINY, 0.0)  # float expf(l - max); the sums are double
+    all_finite = bool(fin.all())
+    x = l - l.max() if all_finite else np.where(fin, l - l.max(), 0.0)
+    e = np.exp(x) if all_finite else np.where(fin, np.exp(x), 0.0)
+    rel = np.abs(x)
+    rel += 2
+    de = e * U * rel + TINY  # float expf(l - max); the sums are double
+    if not all_finite:
+        de[~fin] = 0.0
     s, ds = e.sum(), de.sum()
-    cdf = np.cumsum(e) / s
-    err = (np.cumsum(de) + np.cumsum(e) * ds / s) / s + 2.0**-50
-    below = np.concatenate([[-np.inf], cdf[:-1] - err[:-1]])
-    legal_idx = (below < u) & (cdf + err >= u)
+    ce = np.cumsum(e)
+    cdf = ce / s
+    err = (np.cumsum(de) + ce * ds / s) / s + 2.0**-50
+
+    def legal_at(i: np.ndarray) -> np.ndarray:
+        """Whether index i's CDF interval [cdf[i-1], cdf[i]) can hold u, within the float error."""
+        below = np.where(i > 0, cdf[i - 1] - err[i - 1], -np.inf)
+        return (below < u) & (cdf[i] + err[i] >= u)
     p = e / s
-    dp = np.where(fin, p * (U * (np.abs(x) + 2) + ds / s + U) + TINY, 0.0)
+    dp = p * (U * rel + ds / s + U) + TINY
+    if not all_finite:
+        dp[~fin] = 0.0
     legal = Legal((n, n), "same", frozenset({cur.sorted}),
                   p=lookup(dense(cur.ids, p, v), dense(cur.ids, np.maximum(P_FLOOR, dp), v)))
 
     def select(q: PeerOutput) -> str | None:
-        if 0 <= q.selected < n and legal_idx[q.selected]:
+        if 0 <= q.selected < n and legal_at(np.array([q.selected]))[0]:
             return None
-        return f"selected index {q.selected}; u={u!r} allows {np.flatnonzero(legal_idx)[:6].tolist()} (oracle {out.selected})"
+        return (f"selected index {q.selected}; u={u!r} allows {np.flatnonzero(legal_at(np.arange(n)))[:6].tolist()} "
+                f"(oracle {out.selected})")
     legal.select = select
     legal.notes["u"] = u
     return legal
@@ -159,9 +171,10 @@ def _adaptive_p(pre, cur, out, drift) -> Legal:
     z = 5.0 - 10.0 * d * d / (1 + d)
     dz = 10 * (2 * d + d * d) / (1 + d) ** 2 * dd + 5 * U * (5 + np.abs(z))
     fin = np.isfinite(cur.logits)
-    z, dz = np.where(fin, z, -np.inf), np.where(fin, dz, 0.0)
+    if not fin.all():
+        z, dz = np.where(fin, z, -np.inf), np.where(fin, dz, 0.0)
     q, dq = softmax_f32(z)
-    dq = dq + q * (np.where(fin, dz, 0.0) + (q * np.where(fin, dz, 0.0)).sum())
+    dq = dq + q * (dz + (q * dz).sum())
     legal = Legal((n, n), "same", flags, logits=lookup(dense(cur.ids, z, v), dense(cur.ids, dz, v)),
                   p=lookup(dense(cur.ids, q, v), dense(cur.ids, np.maximum(P_FLOOR, dq), v)))
     legal.select = _discrete_select(pre)

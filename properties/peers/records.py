@@ -12,7 +12,6 @@ import numpy as np
 from hypothesis import strategies as st
 
 from oracle import samplers as s
-from oracle.chain import SamplingParams
 from oracle.samplers.base import Sampler
 from properties.peers import llama_cpp as peer
 from properties.samplers.strategies import FAMILIES
@@ -133,23 +132,3 @@ RECORDS: list[PeerRecord] = [
 ]
 RECORDS_BY_NAME = {r.name: r for r in RECORDS}
 
-
-def peer_members(params: SamplingParams, n_vocab: int) -> list[peer.PeerSampler]:
-    """The llama.cpp samplers ``common_sampler_init`` would chain for ``params`` (the same order
-    as ``oracle.chain.default_chain``)."""
-    p = params
-    members = [peer.logit_bias(n_vocab, p.logit_bias)] if p.logit_bias else []
-    if p.mirostat == 1:
-        return members + [peer.temp(p.temp), peer.mirostat(n_vocab, p.seed, p.mirostat_tau, p.mirostat_eta, 100)]
-    if p.mirostat == 2:
-        return members + [peer.temp(p.temp), peer.mirostat_v2(p.seed, p.mirostat_tau, p.mirostat_eta)]
-    by_letter = {
-        "e": lambda: peer.penalties(p.penalty_last_n, p.penalty_repeat, p.penalty_freq, p.penalty_present, n_vocab),
-        "d": lambda: peer.dry(p.dry_multiplier, p.dry_base, p.dry_allowed_length, p.dry_penalty_last_n, p.dry_breakers),
-        "s": lambda: peer.top_n_sigma(p.top_n_sigma), "k": lambda: peer.top_k(p.top_k),
-        "y": lambda: peer.typical(p.typ_p, p.min_keep), "p": lambda: peer.top_p(p.top_p, p.min_keep),
-        "m": lambda: peer.min_p(p.min_p, p.min_keep),
-        "x": lambda: peer.xtc(p.xtc_probability, p.xtc_threshold, p.min_keep, p.seed),
-        "t": lambda: peer.temp_ext(p.temp, p.dynatemp_range, p.dynatemp_exponent),
-    }
-    return members + [by_letter[c]() for c in p.sequence] + [peer.dist(p.seed)]

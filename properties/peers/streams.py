@@ -1,4 +1,5 @@
-"""Step-by-step comparison of the oracle with llama.cpp: one apply, a stateful stream, a chain.
+"""Step-by-step comparison of the oracle with llama.cpp: one apply, a stateful stream (chains
+are in ``chains_differential``).
 
 Every step is judged by ``legal.legal_for`` + ``judge.check``. A step where llama.cpp's answer
 is legal but not identical (a tie or a float32 boundary went the other way) is a *legal
@@ -8,17 +9,15 @@ domain stops the stream and names the finding.
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from oracle.candidates import TokenDataArray
-from oracle.chain import SamplingParams, default_chain
+from oracle.candidates import TokenDataArray, identity_ids
 from properties.peers import llama_cpp as peer
 from properties.peers.judge import FindingDomain, Verdict, check
 from properties.peers.legal import Drift, legal_for
-from properties.peers.records import PeerRecord, peer_members
+from properties.peers.records import PeerRecord
 from properties.samplers.strategies import make_logits
 
 P_SENTINEL = 0.5  # input p: a sampler that must leave p stale leaves exactly this
@@ -49,7 +48,7 @@ class StreamReport:
 def raw_state(x32: np.ndarray, p: float = P_SENTINEL) -> TokenDataArray:
     """The array both sides start from: ids 0..n-1, the float32 logits, a sentinel p."""
     n = x32.size
-    return TokenDataArray(np.arange(n, dtype=np.int64), x32.astype(np.float64), np.full(n, p), n_vocab=n)
+    return TokenDataArray(identity_ids(n), x32.astype(np.float64), np.full(n, p), n_vocab=n)
 
 
 def state_of(out: peer.PeerOutput, n_vocab: int) -> TokenDataArray:
@@ -85,72 +84,46 @@ def single_apply(record: PeerRecord, params: dict, x32: np.ndarray) -> Verdict:
     return verdict
 
 
+class Stream:
+    """One stateful sampler judged apply/accept round by round (oracle, llama.cpp, drift bound).
+    Fed samplers accept a fixed small-alphabet token stream, selecting ones accept llama.cpp's
+    token (on both sides). Rows come from the caller, so several streams can share one row."""
+
+    def __init__(self, record: PeerRecord, params: dict, vocab: int, seed: int, steps: int) -> None:
+        self.record, self.report, self.drift = record, StreamReport(), Drift()
+        self.oracle, self.peer = record.oracle(params, vocab), record.peer(params, vocab)
+        self.fed = np.random.default_rng(seed).integers(0, min(vocab, 6), steps)
+
+    def step(self, t: int, cur: TokenDataArray) -> bool:
+        """Judge round ``t`` on ``cur`` (left unchanged); False once the stream has stopped."""
+        rep = self.report
+        try:
+            verdict, out = judge_step(self.oracle, self.peer, cur, self.drift, f"step {t}")
+        except FindingDomain as f:
+            rep.stopped = f"finding {f.args[0]} at step {t}"
+            return False
+        rep.add(verdict)
+        token = int(out.ids[out.selected]) if self.record.stream == "own" else int(self.fed[t])
+        self.oracle.accept(token)
+        self.peer.accept(token)
+        if not verdict.identical:
+            rep.divergences.append(t)
+            if self.oracle.name in SELF_STATE:
+                rep.stopped = f"legal divergence at step {t} (state follows the selection)"
+                return False
+        return True
+
+    def free(self) -> None:
+        self.peer.free()
+
+
 def stream(record: PeerRecord, params: dict, family: str, vocab: int, seed: int, steps: int) -> StreamReport:
-    """``steps`` apply/accept rounds on fresh logits each round; fed samplers accept a fixed
-    small-alphabet token stream, selecting ones accept llama.cpp's token (on both sides)."""
-    o, q = record.oracle(params, vocab), record.peer(params, vocab)
-    fed = np.random.default_rng(seed).integers(0, min(vocab, 6), steps)
-    rep, drift = StreamReport(), Drift()
-    with q:
+    """``steps`` apply/accept rounds of ``record`` on fresh ``family`` rows (``Stream``)."""
+    s = Stream(record, params, vocab, seed, steps)
+    try:
         for t in range(steps):
-            cur = raw_state(make_logits(family, vocab, seed * 7919 + t))
-            try:
-                verdict, out = judge_step(o, q, cur, drift, f"step {t}")
-            except FindingDomain as f:
-                rep.stopped = f"finding {f.args[0]} at step {t}"
+            if not s.step(t, raw_state(make_logits(family, vocab, seed * 7919 + t))):
                 break
-            rep.add(verdict)
-            token = int(out.ids[out.selected]) if record.stream == "own" else int(fed[t])
-            o.accept(token)
-            q.accept(token)
-            if not verdict.identical:
-                rep.divergences.append(t)
-                if o.name in SELF_STATE:
-                    rep.stopped = f"legal divergence at step {t} (state follows the selection)"
-                    break
-    return rep
-
-
-def chain_stream(params: SamplingParams, family: str, vocab: int, seed: int, steps: int) -> StreamReport:
-    """``default_chain`` end to end vs llama.cpp's chain (chain_init/chain_add) on the same logits;
-    a shadow copy of both, applied stage by stage, says whether a differing token is legal."""
-    e2e_oracle = default_chain(params, vocab)
-    shadow_oracle = default_chain(params, vocab)
-    shadow_peer = peer_members(params, vocab)
-    drifts = [Drift() for _ in shadow_peer]
-    rep = StreamReport()
-    with peer.chain(peer_members(params, vocab)) as llama_chain:
-        for t in range(steps):
-            x = make_logits(family, vocab, seed * 7919 + t)
-            token = llama_chain.sample(x)
-            cur, same, verdicts = raw_state(x, p=0.0), True, []
-            try:
-                for i, (om, pm, d) in enumerate(zip(shadow_oracle.members, shadow_peer, drifts)):
-                    verdict, out = judge_step(om, pm, cur, d, f"step {t} stage {i}")
-                    verdicts.append(verdict)
-                    same &= verdict.identical
-                    cur = state_of(out, vocab)
-            except FindingDomain as f:
-                rep.stopped = f"finding {f.args[0]} at step {t}"
-                break
-            shadow_token = int(cur.ids[cur.selected])
-            if shadow_token != token:
-                raise PeerMismatch(f"step {t}: llama.cpp's chain picked {token}, its samplers one by one {shadow_token}")
-            e2e = TokenDataArray.from_logits(x.astype(np.float64))
-            e2e_oracle.apply(e2e)
-            rep.add(Verdict(True, "", same, max(v.p_ratio for v in verdicts), max(v.logit_ratio for v in verdicts)))
-            for smp in (e2e_oracle, shadow_oracle, *shadow_peer):
-                smp.accept(token)
-            rep.token_differences += int(e2e.selected_token != token)
-            if same and e2e.selected_token != token and x[e2e.selected_token] != x[token]:
-                raise PeerMismatch(f"step {t}: oracle chain picked {e2e.selected_token}, llama.cpp {token}, "
-                                   "although every stage agreed (up to ties)")
-            if not same:
-                rep.divergences.append(t)
-                if any(m.name in SELF_STATE and not v.identical for m, v in zip(shadow_oracle.members, verdicts)):
-                    rep.stopped = f"legal divergence at step {t} in a self-state sampler"
-                    break
-                e2e_oracle = copy.deepcopy(shadow_oracle)  # resync: its RNGs drew as llama.cpp's did
-    for pm in shadow_peer:
-        pm.free()
-    return rep
+    finally:
+        s.free()
+    return s.report

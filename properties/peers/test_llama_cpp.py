@@ -26,7 +26,8 @@ from oracle.chain import SamplingParams  # noqa: E402
 from properties.peers import findings  # noqa: E402
 from properties.peers.judge import FindingDomain, Unsupported  # noqa: E402
 from properties.peers.records import RECORDS, f32  # noqa: E402
-from properties.peers.streams import chain_stream, single_apply, stream  # noqa: E402
+from properties.peers.chains_differential import chain_stream  # noqa: E402
+from properties.peers.streams import single_apply, stream  # noqa: E402
 from properties.samplers.strategies import cases, vocab_sizes  # noqa: E402
 
 pytestmark = pytest.mark.peer

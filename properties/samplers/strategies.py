@@ -7,6 +7,7 @@ towards small vocabularies, simple families and seed 0, which is what a witness 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Callable
 
 import ml_dtypes
@@ -35,9 +36,16 @@ def _flat(rng: np.random.Generator, v: int) -> np.ndarray:
     return rng.uniform(-0.5, 0.5, v)
 
 
+@lru_cache(maxsize=4)
+def _log_ranks(v: int) -> np.ndarray:
+    out = np.log(np.arange(1, v + 1))
+    out.flags.writeable = False
+    return out
+
+
 def _zipf(rng: np.random.Generator, v: int) -> np.ndarray:
     s = rng.uniform(0.6, 1.6)
-    return rng.permutation(-s * np.log(np.arange(1, v + 1)) + 10)
+    return rng.permutation(-s * _log_ranks(v) + 10)
 
 
 def _plateaus(rng: np.random.Generator, v: int) -> np.ndarray:
