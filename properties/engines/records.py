@@ -28,7 +28,8 @@ from oracle.samplers.base import Empty, Sampler
 from properties.backends import Impl, NotCovered
 from properties.engines.selections import Gumbel, Race, gumbel_legal, race_legal, ratio_eps, uniform_rows
 from properties.samplers.record import Params, SamplerRecord
-from properties.samplers.records import _dict, _logit_key, _prob, _typical_key
+from properties.samplers.records import _dict, _logit_key, _prob
+from properties.samplers.windows import typical_key
 from properties.numerics import mass_allowance
 from properties.samplers.strategies import per_row
 
@@ -139,7 +140,7 @@ def _hf_records() -> list[SamplerRecord]:
            lambda b, v: _dict(p=per_row(_prob((0.2, 0.5, 0.9, 0.95), 0.01, 0.99), b), min_keep=_mk(b)),
            lambda i, x, p: engines_impl(i)("hf_typical", x, p["p"], p["min_keep"]), lambda p: False,
            lambda r, p: o_hf.typical(r, p["p"], p["min_keep"]), variants=_mass("p", lambda: by["typical"], 1e-12, 1 - 1e-12),
-           key=_typical_key, monotone=(("p", +1, 0.01),), min_keep=True,
+           key=typical_key, monotone=(("p", +1, 0.01),), min_keep=True,
            allowance="mass ± (2k + log2 n + 8)·u32 and scores |-ln p - H| within 4·u32·(max|ln p| + H + log2 n + 8)"),
         hf("epsilon", "filter",
            lambda b, v: _dict(eps=per_row(_prob((1e-4, 3e-4, 0.01, 0.1), 1e-5, 0.5), b), min_keep=_mk(b)),
