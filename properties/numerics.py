@@ -109,8 +109,10 @@ BLOCKED = Order("blocked",
 ONLINE = Order("online",
                lambda n: (_blocks(n, TILE) - 1) * (2 + FN_U["exp"]) + log2n(min(n, TILE)) if n > 1 else 0,
                lambda n: (_blocks(n, TILE) - 1) * (2 + FN_U["exp"]) + 2 * log2n(min(n, TILE)) if n > 1 else 0)
-COMPENSATED = Order("compensated", lambda n: 2 + n * U32, lambda n: 4 + n * U32)
-WIDE = Order("wide", lambda n: 1 + n * U64 / U32, lambda n: 1 + n * U64 / U32)
+# compensated: 2u + O(n·u²) (Knuth/Kahan), and never more than the additions it makes
+COMPENSATED = Order("compensated", lambda n: min(2 + n * U32, n - 1) if n > 1 else 0,
+                    lambda n: min(4 + n * U32, n - 1) if n > 1 else 0)
+WIDE = Order("wide", lambda n: 1 + n * U64 / U32 if n > 1 else 0, lambda n: 1 + n * U64 / U32 if n > 1 else 0)
 
 ALL_ORDERS = (SEQUENTIAL, PAIRWISE, BLOCKED, ONLINE, COMPENSATED, WIDE)
 TREE_ORDERS = (PAIRWISE, COMPENSATED, WIDE)

@@ -64,6 +64,22 @@ def error_summary() -> dict[str, dict[str, float]]:
     return out
 
 
+_ROBUST: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+def robustness(section: str, subject: str, held: bool, what: str) -> None:
+    """Grade one out-of-contract input (``section``: "bad input" or "outside the domain"): whether
+    the implementation did what the strict contract asks (refused it, or stayed within the
+    model past overflow). Shown as a pass rate per subject; never a failure of the numerics."""
+    row = _ROBUST.setdefault((section, subject), {"section": section, "subject": subject, "checked": 0,
+                                                  "held": 0, "first_miss": ""})
+    row["checked"] += 1
+    row["held"] += int(held)
+    if not held and not row["first_miss"]:
+        row["first_miss"] = what[:300]
+    table("robustness", [dict(r, pass_rate=round(r["held"] / r["checked"], 4)) for _, r in sorted(_ROBUST.items())])
+
+
 def table(name: str, value: Any) -> None:
     """Store a named result table (order matrix, zoo kills, peer findings)."""
     TABLES[name] = value

@@ -10,7 +10,7 @@ import numpy as np
 
 from oracle.candidates import TokenDataArray
 from oracle.samplers.base import Empty
-from properties import PropertyFailure
+from properties import PropertyFailure, recording
 from properties.samplers.record import SamplerRecord
 from properties import numerics as nm
 from properties.numerics import ErrorReport, elementwise_error
@@ -212,8 +212,10 @@ BAD_ROWS = ("nan", "posinf", "all_neginf")
 
 
 def check_rejects_bad_row(impl, record: SamplerRecord, case: Case, row: int, col: int, bad: str) -> None:
-    """A NaN or +inf logit (and, for a selector, a row with no finite logit) raises ValueError;
-    never an out-of-range token or a silently computed result."""
+    """A NaN or +inf logit (and, for a selector, a row with no finite logit). Any contract: no
+    out-of-range token id (it would index past the vocabulary). A contract that refuses bad
+    input (strict, or the implementation's own claim): a ValueError, never a computed result.
+    Otherwise whether it refused is graded (``recording.robustness``), not failed."""
     x = case.logits.astype(np.float32)
     if bad == "all_neginf":
         if record.kind != "select":
@@ -222,14 +224,27 @@ def check_rejects_bad_row(impl, record: SamplerRecord, case: Case, row: int, col
     else:
         x[row, col] = np.nan if bad == "nan" else np.inf
     poisoned = Case(case.family, case.vocab, "float32", case.seeds, case.params, x)
+    c = nm.contract(impl)
     try:
         out = record.impl(impl, poisoned.logits, poisoned.params)
     except ValueError:
+        recording.robustness("bad input", record.name, True, "")
+        return
+    except Exception as exc:  # a crash is a refusal only in the loosest sense
+        if c.refuses_bad_input:
+            fail("bad row refused", record.name, poisoned, f"row {row} holds {bad}: raised {type(exc).__name__}: "
+                 f"{exc} instead of ValueError", row)
+        recording.robustness("bad input", record.name, False, f"{bad}: raised {type(exc).__name__}")
         return
     shown = np.asarray(out[0] if isinstance(out, tuple) else out)
+    if record.kind == "select" and ((shown < 0) | (shown >= case.vocab)).any():
+        fail("bad row: token id in range", record.name, poisoned,
+             f"row {row} holds {bad} (column {col}); returned ids {shown.tolist()} outside [0, {case.vocab})", row)
     what = f"ids {shown.tolist()}" if record.kind == "select" else f"an array of shape {shown.shape}"
-    fail("bad row refused", record.name, poisoned,
-         f"row {row} holds {bad} (column {col}); returned {what} instead of raising ValueError", row)
+    why = f"row {row} holds {bad} (column {col}); returned {what} instead of raising ValueError"
+    if c.refuses_bad_input:
+        fail("bad row refused", record.name, poisoned, why, row)
+    recording.robustness("bad input", record.name, False, why)
 
 
 # --- distribution: sampled tokens follow the oracle's distribution -------------------------------

@@ -96,7 +96,8 @@ def min_p_variants(params: Params, row: np.ndarray) -> list[Params]:
     if p <= 0 or p > 1 or not np.isfinite(row).any():
         return [params]
     w = min(min_p_window(row, p), 700.0)  # past e^±700 the variants mean "only the max" / "all"
-    return [params, {**params, "p": p * math.exp(w)}, {**params, "p": p * math.exp(-w)}]
+    # nothing lies above the max: at p = 1 the window only opens downwards
+    return [params, {**params, "p": min(p * math.exp(w), 1.0)}, {**params, "p": p * math.exp(-w)}]
 
 
 def xtc_variants(params: Params, row: np.ndarray) -> list[Params]:
