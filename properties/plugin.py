@@ -93,28 +93,68 @@ def qimpl(impl: Impl) -> Impl:
 _OUTCOMES: list[dict] = []
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> None:
+    recording.CURRENT_TEST = item.nodeid  # the examples noted from here on belong to this test
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """On the process that ran the test (an xdist worker too), attach the failure's property, shrunk
+    case and error in u: report properties travel to the controller with the report."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and call.excinfo is not None:
+        notes = "\n".join(str(n) for n in getattr(call.excinfo.value, "__notes__", ()))
+        details = recording.failure_details(str(call.excinfo.value), notes)
+        report.user_properties = [*report.user_properties, ("logitcheck_failure", details)]
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        reason = ""
+        row = {"nodeid": report.nodeid, "outcome": report.outcome, "duration": round(report.duration, 3),
+               "reason": ""}
         if report.skipped and isinstance(report.longrepr, tuple):
-            reason = report.longrepr[2]
+            row["reason"] = report.longrepr[2]
         elif report.failed:  # for the report: the crash line first, then the trace's head and tail
             crash = getattr(report.longrepr, "reprcrash", None)
             first = f"{crash.path}:{crash.lineno}: {crash.message}"[:500] + "\n\n" if crash else ""
             text, room = report.longreprtext, 2000 - len(first) - 7
             if len(text) > room:
                 text = text[:room // 3] + "\n[...]\n" + text[-(room - room // 3):]
-            reason = first + text
-        _OUTCOMES.append({"nodeid": report.nodeid, "outcome": report.outcome,
-                          "duration": round(report.duration, 3), "reason": reason})
+            row["reason"] = first + text
+            row["failure"] = dict(report.user_properties).get("logitcheck_failure", {})
+        _OUTCOMES.append(row)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    path = session.config.getoption("--lc-results")
-    if path and not hasattr(session.config, "workerinput"):  # xdist: the controller has every outcome
-        meta = {"impl": session.config.getoption("--impl"), "backend": session.config.getoption("--backend"),
-                "profile": profiles.current_profile(), "contract": numerics.contract().name, "numpy": np.__version__, "not_covered": sorted(NOT_COVERED)}
-        recording.dump(Path(path), _OUTCOMES, meta)
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist controller: fold a finished worker's measurements into this process's."""
+    text = getattr(node, "workeroutput", {}).get("logitcheck")
+    if text:
+        recording.absorb(text)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Plain ``-n`` (no ``--dist``) sends whole test files to a worker: a file's tests build its
+    tables together (zoo kills, order matrix), so each arrives whole and -n gives the same results."""
+    explicit = any(a.startswith("--dist") for a in config.invocation_params.args)
+    if config.getoption("dist") == "load" and not explicit:
+        from xdist.scheduler import LoadFileScheduling
+
+        return LoadFileScheduling(config, log)
+    return None
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if hasattr(config, "workeroutput"):  # an xdist worker: the controller writes the file
+        config.workeroutput["logitcheck"] = recording.snapshot()
+        return
+    path = config.getoption("--lc-results")
+    if path:
+        recording.dump(Path(path), _OUTCOMES, recording.run_meta(config, int(exitstatus)))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

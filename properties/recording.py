@@ -1,34 +1,160 @@
-"""What a run measured, for the report: worst error per (record, property, dtype), histograms of
-the ops' errors in u, the order matrix, zoo kills. Checks call ``note`` (or ``note_errors`` with
-every element's error); the plugin writes everything to ``--lc-results``."""
+"""What a run measured, written to ``--lc-results`` as results.json (schema version 2, documented
+field by field in ``reports/schema.py``).
+
+Checks call ``note`` (one example, with its ErrorReport when the property measures an error in u)
+and ``table`` (a named result table). Per (record, property, dtype) the run keeps the worst error,
+fixed-bin histograms of every example's error in u and of its error / bound, and the few worst
+examples with the case that produced them: enough to draw the distribution, a few hundred bytes per
+key whatever the example count. The state is plain data so that pytest-xdist workers can ship it to
+the controller, where ``absorb`` combines workers independently of which worker ran what.
+"""
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
+import os
+import platform
+import re
+import shlex
+import sys
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from properties.backends import NOT_COVERED, cupy_device_reason, cupy_or_none
 from properties.numerics import ErrorReport
+
+SCHEMA_VERSION = 2
+BINS_PER_DECADE = 4            # bin k holds (10^(k/4), 10^((k+1)/4)]: quantiles to within a factor 1.78,
+                               # and a ratio of exactly 1 (at the bound) falls in a bin that ends at 1
+BIN_LO, BIN_HI = -24, 36       # 1e-6 .. 1e9; smaller positives join bin -24, larger finites bin 36
+WORST_KEPT = 3                 # worst examples kept per key, with their cases
+CASE_CHARS = 400               # a case's repr is its replay recipe; longer ones are cut
 
 WORST: dict[tuple[str, str, str], dict[str, Any]] = {}
 EXAMPLES: dict[tuple[str, str], int] = defaultdict(int)
+FIRST_TEST: dict[tuple[str, str], str] = {}  # (record, property) -> first nodeid (in sort order) noting it
 TABLES: dict[str, Any] = {}
 # error histogram bins in u: 0, (0, 1e-3], then 5 % wide log bins to 1e9, then beyond
 _EDGES = np.concatenate([[0.0, 1e-3], np.logspace(-3, 9, 241)[1:], [np.inf]])
 _HIST: dict[str, dict[str, Any]] = {}
+CURRENT_TEST = ""              # set by the plugin: the nodeid whose examples are being noted
+_STARTED, _T0 = dt.datetime.now(dt.timezone.utc), time.monotonic()  # imported when pytest loads the plugin
+
+
+def bin_key(x: float) -> str:
+    """The histogram bin of a non-negative error (in u, or as a fraction of the bound)."""
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf"
+    if x <= 0:
+        return "zero"
+    k = math.ceil(BINS_PER_DECADE * math.log10(x)) - 1
+    return str(min(max(k, BIN_LO), BIN_HI))
+
+
+def bin_upper(key: str) -> float:
+    """The largest value a bin can hold (quantiles read from a histogram are these upper edges)."""
+    if key == "zero":
+        return 0.0
+    if key in ("inf", "nan") or int(key) >= BIN_HI:
+        return math.inf if key != "nan" else math.nan
+    return 10.0 ** ((int(key) + 1) / BINS_PER_DECADE)
+
+
+_SPECIAL_BINS = {"zero": -math.inf, "inf": 1e300, "nan": math.inf}  # 0 first, then numbers, ∞, NaN last
+
+
+def _bin_order(key: str) -> float:
+    return _SPECIAL_BINS[key] if key in _SPECIAL_BINS else float(key)
+
+
+def quantile(hist: dict[str, int], q: float) -> float | None:
+    """Upper edge of the bin holding the q-quantile (an upper bound on it); NaN counts as the worst."""
+    total = sum(hist.values())
+    if not total:
+        return None
+    seen = 0
+    for key in sorted(hist, key=_bin_order):
+        seen += hist[key]
+        if seen >= q * total:
+            return bin_upper(key)
+    return bin_upper(max(hist, key=_bin_order))
+
+
+def _rank(x: float) -> float:
+    """Sort key for 'worse': NaN is worse than any number (it is never within a model)."""
+    return math.inf if math.isnan(x) else x
+
+
+DRAWN = ("case", "example")    # the names the suite's tests and helpers give a drawn example
+
+
+def drawn_case() -> str:
+    """The running example's drawn case, as its repr (the strategies' reprs are replay recipes).
+
+    Checks call ``note`` without the case; rather than widen every call, this looks up the stack
+    as far as the ``test_*`` function for a local named like a drawn example, innermost first; else
+    it shows the test's arguments whose reprs carry no object address (fixtures, memory)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        local = frame.f_locals
+        found = next((n for n in DRAWN if n in local), None)
+        if found:
+            return _cut(repr(local[found]))
+        if frame.f_code.co_name.startswith("test_"):
+            names = frame.f_code.co_varnames[:frame.f_code.co_argcount]
+            shown = (f"{n}={local[n]!r}" for n in names if n in local and n not in ("impl", "oimpl", "data", "request"))
+            return _cut(", ".join(a for a in shown if " at 0x" not in a))
+        frame = frame.f_back
+    return ""
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= CASE_CHARS else text[:CASE_CHARS] + " …"
+
+
+def _fold(entry: dict[str, Any], ratio: float, worst_u: float, bound_u: float, examples: list[dict]) -> None:
+    """Add one or more worst-example candidates; keep the WORST_KEPT worst in a fixed order."""
+    pool = {(e.get("test"), e.get("case"), e.get("ratio")): e for e in entry["worst_cases"] + examples}
+    ranked = sorted(pool.values(), key=lambda e: (-_rank(e["ratio"]), str(e.get("test")), str(e.get("case"))))
+    entry["worst_cases"] = ranked[:WORST_KEPT]  # distinct examples: exact ones are often many equal rows
+    if (_rank(ratio), worst_u, -bound_u) > (_rank(entry["ratio"]), entry["worst_u"], -entry["bound_u"]):
+        entry.update(worst_u=worst_u, bound_u=bound_u, ratio=ratio)
+
+
+def _new_entry() -> dict[str, Any]:
+    return {"worst_u": -math.inf, "bound_u": math.inf, "ratio": -math.inf, "n": 0, "u_hist": {}, "ratio_hist": {},
+            "bound_u_min": math.inf, "bound_u_max": -math.inf, "worst_cases": []}
+
+
+def _first_test(key: tuple[str, str], test: str) -> None:
+    if test and (key not in FIRST_TEST or test < FIRST_TEST[key]):
+        FIRST_TEST[key] = test
 
 
 def note(record: str, prop: str, dtype: str, report: ErrorReport | None = None) -> None:
-    """Count one example, and keep the worst error report seen for (record, property, dtype)."""
+    """Count one example; with a report, add its error to (record, property, dtype)'s histograms."""
     EXAMPLES[(record, prop)] += 1
+    _first_test((record, prop), CURRENT_TEST)
     if report is None:
         return
-    key = (record, prop, dtype)
-    best = WORST.get(key)
-    if best is None or report.ratio > best["ratio"]:
-        WORST[key] = {"worst_u": report.worst_u, "bound_u": report.bound_u, "ratio": report.ratio}
+    e = WORST.setdefault((record, prop, dtype), _new_entry())
+    ratio, worst_u, bound_u = float(report.ratio), float(report.worst_u), float(report.bound_u)
+    e["n"] += 1
+    for hist, x in (("u_hist", worst_u), ("ratio_hist", ratio)):
+        k = bin_key(x)
+        e[hist][k] = e[hist].get(k, 0) + 1
+    e["bound_u_min"], e["bound_u_max"] = min(e["bound_u_min"], bound_u), max(e["bound_u_max"], bound_u)
+    enters = len(e["worst_cases"]) < WORST_KEPT or _rank(ratio) >= _rank(e["worst_cases"][-1]["ratio"])
+    example = {"ratio": ratio, "worst_u": worst_u, "bound_u": bound_u, "test": CURRENT_TEST,
+               "case": drawn_case() if enters else ""}
+    _fold(e, ratio, worst_u, bound_u, [example] if enters else [])
 
 
 def note_errors(op: str, prop: str, dtype: str, report: ErrorReport | None, err_u: np.ndarray | None = None) -> None:
@@ -85,12 +211,164 @@ def table(name: str, value: Any) -> None:
     TABLES[name] = value
 
 
+# --- failures: the property, the shrunk case and the error in u, from the check's message ---------
+_WHY = re.compile(r"WHY\s+(?P<prop>[^:\n]+):\s*(?P<why>[^\n]*)")
+_CASE = re.compile(r"^CASE (?P<case>.+)$", re.M)
+_NUM = r"([-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|inf|nan))"
+_ERRORS = (re.compile(rf"worst error {_NUM} u at index \d+ \(model allows {_NUM} u\)"),  # ErrorReport.describe
+           re.compile(rf"error {_NUM} u at .*? exceeds the model's {_NUM} u"))          # ops_errors.scaled_error
+
+
+def failure_details(message: str, notes: str = "") -> dict[str, Any]:
+    """What a failure's message says in the checks' WHY/CASE form: property, why, shrunk case and,
+    when the check measured one, the error in u against its bound. Empty fields are left out."""
+    out: dict[str, Any] = {}
+    m = _WHY.search(message)
+    if m:
+        out.update(property=m.group("prop").strip(), why=m.group("why").strip()[:500])
+    c = _CASE.search(message)
+    if c:
+        out["case"] = c.group("case")[:CASE_CHARS]
+    elif "Falsifying example" in notes:
+        out["case"] = notes[notes.index("Falsifying example"):][:CASE_CHARS]
+    for rx in _ERRORS:
+        e = rx.search(message)
+        if e:
+            worst_u, bound_u = float(e.group(1)), float(e.group(2))
+            out.update(worst_u=worst_u, bound_u=bound_u,
+                       ratio=worst_u / bound_u if bound_u else (0.0 if worst_u == 0 else math.inf))
+            break
+    return out
+
+
+# --- state: snapshot on a worker, absorb on the controller, dump once ------------------------------
+def snapshot() -> str:
+    """This process's measurements as JSON text (xdist ships it from worker to controller)."""
+    return json.dumps({"worst": [[list(k), v] for k, v in WORST.items()],
+                       "examples": [[list(k), n, FIRST_TEST.get(k, "")] for k, n in EXAMPLES.items()],
+                       "tables": TABLES,
+                       "not_covered": sorted(NOT_COVERED)}, default=str)
+
+
+def _merge_tables(a: Any, b: Any) -> Any:
+    """Two workers' versions of one table: dicts merge key by key, lists keep each item once.
+    pytest-xdist sends whole files to one worker (``--dist loadfile``), so a table built up by one
+    file's tests arrives whole; only tables filled from several files meet here."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return {**a, **{k: _merge_tables(a[k], v) if k in a else v for k, v in b.items()}}
+    if isinstance(a, list) and isinstance(b, list):
+        return a + [x for x in b if x not in a]
+    return b
+
+
+def absorb(text: str) -> None:
+    """Merge a worker's ``snapshot`` into this process's state."""
+    data = json.loads(text)
+    for key, v in data["worst"]:
+        e = WORST.setdefault(tuple(key), _new_entry())
+        e["n"] += v["n"]
+        for hist in ("u_hist", "ratio_hist"):
+            for k, n in v[hist].items():
+                e[hist][k] = e[hist].get(k, 0) + n
+        e["bound_u_min"], e["bound_u_max"] = min(e["bound_u_min"], v["bound_u_min"]), max(e["bound_u_max"], v["bound_u_max"])
+        _fold(e, v["ratio"], v["worst_u"], v["bound_u"], v["worst_cases"])
+    for key, n, test in data["examples"]:
+        EXAMPLES[tuple(key)] += n
+        _first_test(tuple(key), test)
+    for name, value in data["tables"].items():
+        TABLES[name] = _merge_tables(TABLES[name], value) if name in TABLES else value
+    NOT_COVERED.update(data.get("not_covered", ()))
+
+
+def worst_rows() -> list[dict[str, Any]]:
+    rows = []
+    for (r, p, d), v in sorted(WORST.items()):
+        hist = dict(sorted(v["ratio_hist"].items(), key=lambda kv: _bin_order(kv[0])))
+        rows.append({"record": r, "property": p, "dtype": d, "worst_u": v["worst_u"], "bound_u": v["bound_u"],
+                     "ratio": v["ratio"], "n": v["n"], "ratio_p50": quantile(hist, 0.5),
+                     "ratio_p90": quantile(hist, 0.9), "ratio_p99": quantile(hist, 0.99),
+                     "bound_u_min": v["bound_u_min"], "bound_u_max": v["bound_u_max"], "ratio_hist": hist,
+                     "u_hist": dict(sorted(v["u_hist"].items(), key=lambda kv: _bin_order(kv[0]))),
+                     "worst_cases": v["worst_cases"]})
+    return rows
+
+
+# distributions whose versions identify a run (read from package metadata: importing torch or
+# transformers only to ask would cost seconds)
+DISTRIBUTIONS = ("logitcheck", "numpy", "scipy", "hypothesis", "pytest", "pytest-xdist", "ml_dtypes", "gguf",
+                 "llama-cpp-python", "torch", "transformers", "cupy-cuda13x", "cupy-cuda12x")
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {"python": platform.python_version()}
+    for name in DISTRIBUTIONS:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            if not name.startswith("cupy"):
+                out[name] = "absent"
+    return out
+
+
+def device(backend: str) -> str:
+    if backend != "cupy":
+        return f"CPU via NumPy ({platform.machine()}, {os.cpu_count()} cores)"
+    reason = cupy_device_reason()
+    if reason:
+        return f"no CUDA device: {reason}"
+    cp = cupy_or_none()
+    name = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)["name"]
+    return f"{name.decode() if isinstance(name, bytes) else name} (CUDA runtime {cp.cuda.runtime.runtimeGetVersion()})"
+
+
+def reproduce_template(impl: str, backend: str, profile: str, seed: Any, derandomized: bool) -> str:
+    """The command that reruns one test (``{nodeid}`` to fill in) the way this run ran it."""
+    cmd = "python -m pytest {nodeid} --hypothesis-profile=" + profile
+    if seed is not None and not derandomized:
+        cmd += f" --hypothesis-seed={seed}"
+    if impl != "gpu_impl":
+        cmd += f" --impl {impl}"
+    if backend != "numpy":
+        cmd += f" --backend {backend}"
+    return cmd
+
+
+def run_meta(config: Any, exitstatus: int) -> dict[str, Any]:
+    """The run's identity, written by the pytest plugin (and so by ``logitcheck report``, which runs it)."""
+    from hypothesis import settings
+
+    impl, backend = config.getoption("--impl"), config.getoption("--backend")
+    profile = settings.get_current_profile_name()
+    derandomized = bool(settings.default.derandomize)
+    seed = config.getoption("hypothesis_seed", None)
+    workers = config.getoption("numprocesses", None) if config.pluginmanager.hasplugin("xdist") else None
+    selection = " and ".join(f"{flag} {v}" for flag, v in (("-k", config.getoption("keyword")),
+                                                          ("-m", config.getoption("markexpr"))) if v)
+    from properties import numerics
+
+    return {"impl": impl, "backend": backend, "device": device(backend), "profile": profile,
+            "contract": numerics.contract().name,
+            "derandomized": derandomized, "seed": None if derandomized else seed,
+            "selection": selection, "workers": workers or 1,
+            "date": _STARTED.isoformat(timespec="seconds"), "duration_s": round(time.monotonic() - _T0, 1),
+            "pytest_exit": exitstatus, "versions": versions(), "not_covered": sorted(NOT_COVERED),
+            "reproduce": reproduce_template(impl, backend, profile, seed, derandomized)}
+
+
 def dump(path: Path, outcomes: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+    for row in outcomes:
+        if row.get("outcome") == "failed" and meta.get("reproduce"):
+            row["reproduce"] = meta["reproduce"].replace("{nodeid}", shlex.quote(str(row.get("nodeid"))))
     data = {
+        "schema_version": SCHEMA_VERSION,
         "meta": meta,
-        "tests": outcomes,
-        "worst_error": [{"record": r, "property": p, "dtype": d, **v} for (r, p, d), v in sorted(WORST.items())],
-        "examples": [{"record": r, "property": p, "count": n} for (r, p), n in sorted(EXAMPLES.items())],
+        "tests": sorted(outcomes, key=lambda t: str(t.get("nodeid"))),
+        "worst_error": worst_rows(),
+        "examples": [{"record": r, "property": p, "count": n, "test": FIRST_TEST.get((r, p), "")}
+                     for (r, p), n in sorted(EXAMPLES.items())],
+        "histogram_bins": {"per_decade": BINS_PER_DECADE, "lowest": BIN_LO, "highest": BIN_HI},
         "tables": TABLES,
     }
     path.write_text(json.dumps(data, indent=1, default=str))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reports.sections import Context, section
 from reports.tables import esc, records_table
 
 _INTRO = ("The same samplers run two ways by the same llama.cpp build: its CPU samplers on candidate "
@@ -53,5 +54,11 @@ def backend_section(tables: dict[str, Any]) -> str:
     body = records_table(backend_rows(tables), columns=["sampler", "CPU examples", "CPU identical", "backend rows",
                                                         "backend identical", "backend inside error model",
                                                         "backend classes"])
-    return (f'<section id="llama-cpp-backend"><h2>llama.cpp: backend samplers next to CPU samplers</h2>'
+    return (f'<section id="llama-cpp-backend"><h3>llama.cpp: backend samplers next to CPU samplers</h3>'
             f'<p class="muted">{esc(_INTRO)}</p>{body}</section>')
+
+
+@section("llama-cpp-backend", "llama.cpp: backend samplers next to CPU samplers", area="peers", order=30,
+         tables=("llama_cpp_backend*",))
+def _backend(ctx: Context) -> str:
+    return backend_section(ctx.tables)

@@ -37,6 +37,7 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--bench-timeout", type=int, default=120)
     d.add_argument("--suite-timeout", type=int, default=300)
     d.add_argument("--skip", default="", help="comma-separated steps to leave out: smoke, bench, suite")
+    d.set_defaults(handler=device_check)
 
 
 def _pytest(args: list[str], out: Path, name: str, workers: int, timeout: int) -> dict[str, Any]:

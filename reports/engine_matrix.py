@@ -188,7 +188,7 @@ def engine_matrix_section(tables: dict[str, Any]) -> str:
     cells = _cells(tables)
     if not cells:
         value = {k: tables[k] for k in ("engine_matrix", "engine_matrix_max_tvd") if k in tables}
-        return f'<section id="engine-matrix"><h2>Cross-engine conformance matrix</h2>{generic(value)}</section>'
+        return f'<section id="engine-matrix"><h3>Cross-engine conformance matrix</h3>{generic(value)}</section>'
     settings = _settings(tables, cells)
     em = tables.get("engine_matrix") if isinstance(tables.get("engine_matrix"), dict) else {}
     engines = [str(e) for e in em.get("engines") or []]
@@ -230,7 +230,7 @@ def engine_matrix_section(tables: dict[str, Any]) -> str:
                                                                            ("why" in c and not _why(c)))]
     alarm = (f'<p class="note bad">{len(unexplained)} difference(s) have no known explanation: a variant bug or '
              "an unlabelled engine difference (see the witness table).</p>") if unexplained else ""
-    wtable = (f'<h3>Witnesses ({len(witnessed)})</h3><p class="muted">The shrunk (minimal) example hypothesis '
+    wtable = (f'<h4>Witnesses ({len(witnessed)})</h4><p class="muted">The shrunk (minimal) example hypothesis '
               "found for each differing cell: its logits (<code>v×n</code> = n equal values), the tokens each "
               "engine keeps (<code>a–b</code> = a range) and both final distributions. The witness TVD is the "
               "minimal example's; “max” is the largest the targeted search reached (its case is under "
@@ -238,5 +238,5 @@ def engine_matrix_section(tables: dict[str, Any]) -> str:
               '<table class="grid emw"><thead><tr><th>engines</th><th>setting</th><th>known difference</th>'
               "<th>TVD</th><th>logits</th><th>kept tokens</th><th>distributions</th></tr></thead>"
               f"<tbody>{_witness_rows(witnessed)}</tbody></table>") if witnessed else ""
-    return (f'<section id="engine-matrix"><h2>Cross-engine conformance matrix ({len(pairs)} pairs × '
-            f'{len(settings)} settings; {esc(counts)})</h2>{LEAD}{_legend()}{alarm}{grid}{wtable}</section>')
+    return (f'<section id="engine-matrix"><h3>Cross-engine conformance matrix ({len(pairs)} pairs × '
+            f'{len(settings)} settings; {esc(counts)})</h3>{LEAD}{_legend()}{alarm}{grid}{wtable}</section>')

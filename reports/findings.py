@@ -22,6 +22,7 @@ def add_parser(sub) -> None:
     f.add_argument("--replay", action="store_true", help="replay each witness against the installed llama.cpp")
     f.add_argument("--script", metavar="ID", help="print the stand-alone reproducer of one finding")
     f.add_argument("--write", type=Path, metavar="DIR", help="write every reproducer to DIR/<id>.py")
+    f.set_defaults(handler=run)
 
 
 def _line(label: str, value: object) -> str:

@@ -56,6 +56,8 @@ def add_subcommands(sub: Any) -> None:
     la.add_argument("--error-model", choices=ERROR_MODELS, default=None,
                     help="instead of one threshold, give every tensor the bound of this engine's error model "
                          "(needs --model; REF must be the oracle's run of the same tokens)")
+    for parser in (f, p, la):
+        parser.set_defaults(handler=run)
 
 
 def _tokens(text: str) -> list[int]:

@@ -35,7 +35,7 @@ def order_matrix_section(value: Any) -> str:
              "<b>·</b> not tested. tvd = total variation distance between the two orders' output "
              "distributions on the witness.</p>")
     if not isinstance(value, dict) or not _cells(value):
-        return f'<section id="order-matrix"><h2>Order matrix</h2>{generic(value)}</section>'
+        return f'<section id="order-matrix"><h3>Order matrix</h3>{generic(value)}</section>'
     cells = _cells(value)
     samplers = [str(s) for s in value.get("samplers") or []]
     for c in cells:  # samplers named only in the cells still get a row and a column
@@ -82,5 +82,5 @@ def order_matrix_section(value: Any) -> str:
     wtable = ('<table class="grid"><thead><tr><th>first</th><th>then</th><th>relation</th><th>tvd</th>'
               f"{why_head}<th>witness</th></tr></thead><tbody>{rows}</tbody></table>" if witnessed
               else '<p class="muted">No pair differs, so there are no witnesses.</p>')
-    return f"""<section id="order-matrix"><h2>Order matrix ({len(samplers)} samplers; {esc(counts)})</h2>{intro}
-{grid}<h3>Witnesses</h3>{wtable}</section>"""
+    return f"""<section id="order-matrix"><h3>Order matrix ({len(samplers)} samplers; {esc(counts)})</h3>{intro}
+{grid}<h4>Witnesses</h4>{wtable}</section>"""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from reports.sections import Context, section
 from reports.tables import as_float, esc, fmt_num, generic
 
 LLAMA, TWIN = "llama.cpp vs oracle", "KLD vs F32 twin"
@@ -73,31 +74,44 @@ def layer_plot(parity: dict[str, Any]) -> str:
                 series.setdefault(arch, []).append((label, {k: as_float(v) for k, v in vals.items()}))
     if not series:
         return '<p class="muted">No per-layer errors were recorded.</p>'
-    try:
-        from matplotlib.figure import Figure
-    except ImportError:
-        return '<p class="muted">matplotlib is not installed: the per-layer plot is omitted.</p>'
     from oracle.models.layers import graph_order
-    from reports.plots import _png
 
-    fig = Figure(figsize=(10, 2.6 * len(series)))
-    for i, arch in enumerate(sorted(series)):
-        ax = fig.add_subplot(len(series), 1, i + 1)
-        names = graph_order(sorted({n for _, v in series[arch] for n in v}))
-        for label, vals in series[arch]:
-            xs = [j for j, n in enumerate(names) if n in vals and vals[n] > 0 and math.isfinite(vals[n])]
-            gaps = len(xs) < len(names)  # a run that kept only some tensors (the goldens) is not joined up
-            ax.plot(xs, [vals[names[j]] for j in xs], marker="o", markersize=4 if gaps else 3,
-                    linestyle="none" if gaps else "-", linewidth=1, label=label)
-        ax.set_yscale("log")
-        ax.set_xticks(range(len(names)), names, rotation=70, fontsize=6)
-        ax.set_title(arch, fontsize=9, loc="left")
-        ax.set_ylabel("max|Δ| / max|ref|", fontsize=7)
-        ax.legend(fontsize=7, frameon=False, loc="upper left")
-        ax.grid(axis="y", color="#ddd", linewidth=0.5)
-    fig.tight_layout()
     alt = "Per-tensor relative error of llama.cpp and gpu_impl against the oracle, per model family"
-    return f'<img class="plot" alt="{esc(alt)}" src="data:image/png;base64,{_png(fig)}">'
+    panels = [_layer_panel(arch, graph_order(sorted({n for _, v in series[arch] for n in v})), series[arch])
+              for arch in sorted(series)]
+    return f'<div class="plot" role="img" aria-label="{esc(alt)}">{"".join(panels)}</div>'
+
+
+_COLOURS = {"llama.cpp": "#3b6ea8", "gpu_impl fp32": "#d08c2e", "gpu_impl fp16": "#6a9f48"}
+
+
+def _layer_panel(arch: str, names: list[str], runs: list[tuple[str, dict[str, float]]]) -> str:
+    """One inline-SVG panel: log10(max|Δ| / max|ref|) per tensor in graph order, one series per run.
+    A run that kept only some tensors (the goldens) is drawn as points, not joined up."""
+    W, H, L, T, B = max(360, 14 * len(names)), 150, 46, 18, 92  # plot size and margins (left, top, bottom)
+    vals = [v[n] for _, v in runs for n in v if v[n] > 0 and math.isfinite(v[n])]
+    if not vals:
+        return f'<p class="muted">{esc(arch)}: no positive errors to plot.</p>'
+    lo, hi = math.floor(math.log10(min(vals))), math.ceil(math.log10(max(vals)))
+    hi = hi if hi > lo else lo + 1
+    x = lambda j: L + (j + 0.5) * W / len(names)  # noqa: E731
+    y = lambda v: T + H * (hi - math.log10(v)) / (hi - lo)  # noqa: E731
+    parts = [f'<text x="{L}" y="12" class="ax">{esc(arch)}</text>']
+    for e in range(lo, hi + 1):
+        parts.append(f'<line x1="{L}" x2="{L + W}" y1="{y(10.0 ** e):.1f}" y2="{y(10.0 ** e):.1f}" stroke="#ddd"/>'
+                     f'<text x="{L - 4}" y="{y(10.0 ** e) + 3:.1f}" text-anchor="end" class="ax">1e{e}</text>')
+    for j, n in enumerate(names):
+        parts.append(f'<text transform="translate({x(j):.1f},{T + H + 6}) rotate(70)" class="ax">{esc(n)}</text>')
+    for i, (label, v) in enumerate(runs):
+        colour = _COLOURS.get(label, "#8a7cb8")
+        pts = [(x(j), y(v[n])) for j, n in enumerate(names) if n in v and v[n] > 0 and math.isfinite(v[n])]
+        if len(pts) == len(names):
+            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1" points="'
+                         + " ".join(f"{a:.1f},{b:.1f}" for a, b in pts) + '"/>')
+        parts += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="2.2" fill="{colour}"/>' for a, b in pts]
+        parts.append(f'<text x="{L + 8 + 110 * i}" y="{T + 10}" fill="{colour}" class="ax">{esc(label)}</text>')
+    return (f'<svg width="{L + W + 8}" height="{T + H + B}" class="layers">'
+            f'<title>{esc(arch)}: max|Δ| / max|ref| per tensor</title>{"".join(parts)}</svg>')
 
 
 def _mutant_rows(mutants: dict[str, Any]) -> str:
@@ -115,14 +129,19 @@ def _mutant_rows(mutants: dict[str, Any]) -> str:
 
 def model_parity_section(tables: dict[str, Any]) -> str:
     parity, mutants = tables.get("model_parity"), tables.get("model_mutants")
-    parts = ['<section id="model-parity"><h2>Whole-model parity</h2>', f'<p class="lead">{esc(LEAD)}</p>']
+    parts = ['<section id="model-parity"><h3>Whole-model parity</h3>', f'<p class="lead">{esc(LEAD)}</p>']
     if isinstance(parity, dict) and parity:
-        parts += [_fixture_rows(parity), "<h3>Per-layer error against the oracle</h3>", layer_plot(parity)]
+        parts += [_fixture_rows(parity), "<h4>Per-layer error against the oracle</h4>", layer_plot(parity)]
     elif parity is not None:
         parts.append(generic(parity))
     if isinstance(mutants, dict) and mutants:
-        parts += ["<h3>Ops-zoo mutants through gpu_impl's forward pass: where each one enters</h3>",
+        parts += ["<h4>Ops-zoo mutants through gpu_impl's forward pass: where each one enters</h4>",
                   _mutant_rows(mutants)]
     elif mutants is not None:
         parts.append(generic(mutants))
     return "".join(parts) + "</section>"
+
+
+@section("model-parity", "Whole-model parity", area="parity", order=20, tables=("model_parity", "model_mutants"))
+def _parity(ctx: Context) -> str:
+    return model_parity_section(ctx.tables)

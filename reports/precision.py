@@ -33,7 +33,7 @@ def _le(x: Any) -> str:
 def ops_error_section(value: Any, worst_error: list[dict[str, Any]] | None = None) -> str:
     title = "Op precision (error in units of u)"
     if not isinstance(value, dict) or not value or not all(isinstance(v, dict) for v in value.values()):
-        return f'<section id="table-ops_error_u"><h2>{title}</h2>{generic(value)}</section>'
+        return f'<section id="table-ops_error_u"><h3>{title}</h3>{generic(value)}</section>'
     tight = {(str(w.get("record")), str(w.get("property")), str(w.get("dtype"))): w
              for w in worst_error or [] if isinstance(w, dict)}
     rows = []
@@ -58,7 +58,7 @@ def ops_error_section(value: Any, worst_error: list[dict[str, Any]] | None = Non
     worst = rows[0]
     head = (f"{len(rows)} op/property/dtype rows; " + (f"{over} OVER THE MODEL BOUND" if over else
             f"closest to its bound: {worst[1]} {worst[3]} at {fmt_num(worst[0] * 100)} %"))
-    return (f'<section id="table-ops_error_u"><h2>{title}</h2><p><span class="pill {"bad" if over else "ok"}">'
+    return (f'<section id="table-ops_error_u"><h3>{title}</h3><p><span class="pill {"bad" if over else "ok"}">'
             f'{esc(head)}</span></p>{OPS_LEAD}<table class="grid"><thead><tr><th>op</th><th>property</th>'
             "<th>dtype</th><th>elements</th><th>p50 (u)</th><th>p90 (u)</th><th>p99 (u)</th><th>max (u)</th>"
             "<th>tightest: error (u)</th><th>its bound (u)</th><th>error / bound</th></tr></thead>"
@@ -68,7 +68,7 @@ def ops_error_section(value: Any, worst_error: list[dict[str, Any]] | None = Non
 def cosine_lies_section(value: Any) -> str:
     title = "Cosine similarity lies: a witness"
     if not isinstance(value, dict) or "cosine" not in value:
-        return f'<section id="table-cosine_lies"><h2>{title}</h2>{generic(value)}</section>'
+        return f'<section id="table-cosine_lies"><h3>{title}</h3>{generic(value)}</section>'
     cos = as_float(value.get("cosine"))  # 4 decimals: near 1, three significant digits hide the point
     stats = [("cosine similarity of the logits", f"{cos:.4f}" if math.isfinite(cos) else fmt_num(cos), "looks identical"),
              ("top-5 tokens in common", f"{fmt_num(value.get('top5_overlap'))} of 5", "nothing in common"),
@@ -80,7 +80,7 @@ def cosine_lies_section(value: Any) -> str:
     tops = "".join(f"<li><b>{esc(k)}</b> {inline(value[k])}</li>" for k in ("top5_a", "top5_b") if k in value)
     rest = {k: v for k, v in value.items() if k not in {"recipe", "cosine", "top5_overlap", "kl_nats",
                                                        "max_abs_logit_diff", "top5_a", "top5_b"}}
-    return (f'<section id="table-cosine_lies"><h2>{title}</h2><div class="lies"><p>Two logit vectors whose '
+    return (f'<section id="table-cosine_lies"><h3>{title}</h3><div class="lies"><p>Two logit vectors whose '
             "cosine similarity is above 0.99, the usual “the outputs match” threshold, yet whose top-5 tokens "
             "are disjoint: cosine on logits is dominated by a shared offset and says nothing about which "
             "tokens get sampled. Compare distributions (KL, top-k overlap) instead.</p>"

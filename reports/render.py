@@ -1,55 +1,19 @@
-"""results.json → one self-contained HTML page (inline CSS, plots as inline PNG, no scripts, no
-external resources). ``render`` only reads what the run measured; it never recomputes a number."""
+"""results.json → one self-contained HTML page (inline CSS and SVG, no scripts, no external
+resources). ``render`` only reads what the run measured; it never recomputes a number.
+
+Page order: the first screen (overall verdict, a verdict per area, failures with their shrunk case,
+error in u and reproducing command, the environment), then the changes since a baseline, then one
+part per area holding its registered sections (``reports/sections.py``), then the test list."""
 from __future__ import annotations
 
 from typing import Any
 
-from reports.backend import backend_section
-from reports.engine_matrix import engine_matrix_section
-from reports.order_matrix import order_matrix_section
-from reports.parity_section import model_parity_section
-from reports.plots import ratio_plot
-from reports.precision import cosine_lies_section, ops_error_section
-from reports.records import records_section
-from reports.sampling_rules import sampling_rules_section
-from reports.summary import failures, header, tally, test_list
-from reports.tables import esc, generic
-from reports.zoo import is_zoo, zoo_section
-
-TITLES = {  # titles and one-line explanations for the tables the suite is known to record
-    "llama_cpp_findings": ("llama.cpp peer findings",
-                           "Where llama.cpp (via llama-cpp-python) and the float64 oracle disagree, "
-                           "with the witness that shows it."),
-    "llama_cpp_findings_chain": ("llama.cpp peer findings: sampler chains", ""),
-    "llama_cpp_peer": ("llama.cpp peer agreement per sampler", ""),
-    "llama_cpp_backend": ("llama.cpp backend samplers (ggml graph ops) vs the oracle",
-                          "Rows judged, identical to the oracle, inside the float32 error model, and each "
-                          "disagreement class with its count."),
-    "llama_cpp_backend_classes": ("llama.cpp backend: disagreement classes", ""),
-    "quant_peer_findings": ("gguf-py peer findings (quantization formats)", ""),
-    "stats_gate": ("Statistics gate calibration",
-                   "How the statistical tests' thresholds were set and what false-failure rate and power "
-                   "they were measured to have."),
-    "distribution_gof": ("Sampling distributions: goodness of fit", ""),
-    "peer_transformers": ("HF transformers peer: warpers vs the oracle's transformers variant",
-                          "Each HF warper (torch on CPU) and a generate-style chain on hypothesis-drawn rows. "
-                          "identical_sets: examples where both zeroed the same tokens; tie_permuted: the sets "
-                          "differed only in which of several equal scores was dropped (torch.sort is not stable); "
-                          "boundary_bracketed: a threshold landed within the float32 rounding bracket; "
-                          "max_prob_diff: largest probability difference; worst_u: largest error of a logit "
-                          "transform, in units of u."),
-}
-NAV = {"llama_cpp_findings": "llama.cpp", "stats_gate": "Stats gate"}
-
-
-def _group(name: str) -> int:
-    """Page order: peer findings, then statistics, then everything else."""
-    if "findings" in name or "peer" in name:
-        return 0 if name == "llama_cpp_findings" else 1
-    if "stats" in name or "gof" in name:
-        return 2
-    return 3
-
+from reports.areas import AREAS, OTHER, Verdict, verdicts
+from reports.baseline import Changes, changes_section, summary_line
+from reports.builtin_sections import TITLES
+from reports.sections import Drawn, draw
+from reports.summary import failures, header, not_covered_section, tally, test_list
+from reports.tables import esc
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1280px;
@@ -112,81 +76,71 @@ table.emw td{font-size:12px}table.emw td:nth-child(5),table.emw td:nth-child(6),
 img.plot{max-width:100%;border:1px solid #e3e7ee;border-radius:4px}
 details>summary{cursor:pointer;color:#2c5aa0;margin:6px 0}
 footer{margin-top:40px;color:#889;font-size:12px}
+nav a.st-fail{color:#a1261b;font-weight:700}nav a.st-not-run,nav a.st-skipped{color:#889}
+.verdict .totals{font-size:13px;font-weight:400;margin-left:10px;color:#333}
+.areas{display:grid;grid-template-columns:repeat(auto-fill,minmax(112px,1fr));gap:8px;margin:10px 0}
+a.tile{display:block;box-sizing:border-box;min-width:0;overflow:hidden;border-radius:6px;padding:6px 10px;text-decoration:none;color:inherit;border:1px solid #dde2ea}
+a.tile.pass{background:#eef8f0;border-color:#b7dfc0}a.tile.fail{background:#fbe4e2;border-color:#eba79f}
+a.tile.skipped,a.tile.not-run{background:#f6f7f9;color:#778}
+.tname{font-size:12px;font-weight:600}.tverdict{font-size:17px;font-weight:800}.tile.pass .tverdict{color:#1e6b2f}
+.tile.fail .tverdict{color:#a1261b}.tcount{font-size:11px;color:#556}.tnote{font-size:11px;color:#a1261b;font-weight:600}
+.env{font-size:12px;background:#f7f8fa;border-radius:6px;padding:6px 10px;margin:8px 0}
+p.changes{font-weight:600;margin:6px 0}p.changes.bad{color:#a1261b}p.changes.ok{color:#1e6b2f}
+.abadge{display:inline-block;font-size:11px;font-weight:700;background:#a1261b;color:#fff;border-radius:3px;padding:0 5px}
+.case,.repro,.err{font-size:12px;margin:3px 0}.case code{white-space:pre-wrap}.repro code{user-select:all;background:#fff;border:1px solid #eed}
+.ebar{display:inline-block;position:relative;width:120px;height:8px;background:#eef1f5;border-radius:4px;
+ vertical-align:middle;margin-left:6px}.ebar span{display:block;height:8px;background:#c0392b;border-radius:4px}
+.ebar i{position:absolute;top:-3px;width:2px;height:14px;background:#1d2330}
+section.area{border-top:3px solid #e3e7ee;margin-top:26px}section.area.fail{border-top-color:#eba79f}
+section.notrun h3{color:#889}svg.hist{display:block}svg.hist .ax{font:9px sans-serif;fill:#778}
+ol.cases{margin:4px 0;padding-left:18px;font-size:12px}table.dist td{vertical-align:middle}
+table.dist{width:100%}table.dist td.wi{font-size:12px;min-width:220px}table.dist td.numw{text-align:right;font-variant-numeric:tabular-nums}table.dist td.wi code{word-break:break-all}
+table.dist td.nw .muted{font-size:11px;white-space:normal;overflow-wrap:anywhere;max-width:220px}
 """
 
 
-def _section(name: str, value: Any) -> str:
-    title, intro = TITLES.get(name, (name.replace("_", " ").capitalize(), ""))
-    intro_html = f'<p class="muted">{esc(intro)}</p>' if intro else ""
-    return f'<section id="table-{esc(name)}"><h2>{esc(title)}</h2>{intro_html}{generic(value)}</section>'
+def _area_part(v: Verdict, drawn: list[Drawn]) -> str:
+    c = v.counts
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(c.items())) or "no test ran"
+    body = "".join(d.html for d in drawn) or '<p class="muted">No section of this area has data.</p>'
+    return (f'<section class="area {v.state}" id="area-{esc(v.area.key)}"><h2>{esc(v.area.title)}: '
+            f'<span class="{"bad" if v.state == "fail" else "ok" if v.state == "pass" else "muted"}">{esc(v.label)}</span>'
+            f' <span class="muted">({esc(counts)})</span></h2>{body}</section>')
 
 
-ENGINE_TABLES = ("engine_matrix", "engine_matrix_max_tvd")  # both drawn by the engine matrix section
-MODEL_TABLES = ("model_parity", "model_mutants")  # both drawn by the whole-model parity section
-SPECIAL = ("order_matrix", "engine_sampling_rules", "ops_error_u", "cosine_lies") + ENGINE_TABLES + MODEL_TABLES
-
-
-def table_sections(tables: dict[str, Any], worst_error: list[dict[str, Any]] | None = None,
-                   tests: list[dict[str, Any]] | None = None) -> list[tuple[str, str, str]]:
-    """(anchor, nav label, html) for every named table: known kinds first, the rest generically."""
-    out = []
-    if "llama_cpp_backend" in tables:
-        out.append(("llama-cpp-backend", "llama.cpp backend", backend_section(tables)))
-    if "order_matrix" in tables:
-        out.append(("order-matrix", "Order matrix", order_matrix_section(tables["order_matrix"])))
-    if any(n in tables for n in ENGINE_TABLES):
-        out.append(("engine-matrix", "Engine matrix", engine_matrix_section(tables)))
-    if "engine_sampling_rules" in tables:
-        out.append(("table-engine_sampling_rules", "Sampling rules",
-                    sampling_rules_section(tables["engine_sampling_rules"])))
-    if "ops_error_u" in tables:
-        out.append(("table-ops_error_u", "Op precision", ops_error_section(tables["ops_error_u"], worst_error)))
-    if "cosine_lies" in tables:
-        out.append(("table-cosine_lies", "Cosine lies", cosine_lies_section(tables["cosine_lies"])))
-    if any(n in tables for n in MODEL_TABLES):
-        out.append(("model-parity", "Model parity", model_parity_section(tables)))
-    for name in sorted((n for n in tables if is_zoo(n)), key=lambda n: (n != "zoo_samplers", n)):
-        out.append((f"table-{name}", name.replace("_", " "), zoo_section(name, tables[name], tests)))
-    for name in sorted((n for n in tables if n not in SPECIAL and not is_zoo(n)), key=lambda n: (_group(n), n)):
-        out.append((f"table-{name}", NAV.get(name, name.replace("_", " ")), _section(name, tables[name])))
-    return out
-
-
-def render(results: dict[str, Any]) -> str:
-    """The whole report page for one results.json (already parsed)."""
+def render(results: dict[str, Any], changes: Changes | None = None) -> str:
+    """The whole report page for one results.json (already parsed), and the changes since a baseline."""
     if not isinstance(results, dict):
         raise ValueError(f"results must be the parsed results.json object (a dict), not {type(results).__name__}")
     meta = results.get("meta") if isinstance(results.get("meta"), dict) else {}
     results = {**results, "meta": meta}
-    tables = results.get("tables") if isinstance(results.get("tables"), dict) else {}
-    extra = table_sections(tables, [w for w in results.get("worst_error") or [] if isinstance(w, dict)],
-                           [t for t in results.get("tests") or [] if isinstance(t, dict)])
+    vs = verdicts(results)
+    drawn = draw(results, TITLES)
+    known = {a.key for a in AREAS}
+    if any(d.ran and d.area not in known for d in drawn) and not any(v.area.key == OTHER.key for v in vs):
+        vs.append(Verdict(OTHER, tally([]), 0))
     counts = tally(results.get("tests") or [])
-    nav = [("failures", f"Failures ({counts.get('failed', 0)})")] if counts.get("failed") else []
-    nav += [("not-covered", "Not covered"), ("records", "Records"), ("plot", "Error plot")]
-    nav += [(a, label) for a, label, _ in extra] + [("tests", "Tests")]
-    nav_html = "".join(f'<a href="#{esc(a)}">{esc(label)}</a>' for a, label in nav)
-    measured = {str(w.get("record")) for w in results.get("worst_error") or [] if isinstance(w, dict)}
-    unplotted = sorted({str(e.get("record")) for e in results.get("examples") or []
-                        if isinstance(e, dict) and str(e.get("record")) not in measured})
-    unplotted_html = (f'<p class="muted">{len(unplotted)} records are not plotted: their properties are exact or '
-                      "set-valued, so no error in u was measured (see the records section).</p>"
-                      if unplotted else "")
-    plot = (f'<section id="plot"><h2>Worst error / model bound, per record and input dtype</h2>'
-            f"{ratio_plot(results.get('worst_error') or [])}{unplotted_html}</section>")
+    nav = [("summary", "Summary", "")]
+    nav += [("changes", "Changes", "st-fail" if changes.worse else "")] if changes else []
+    nav += [("failures", f"Failures ({counts.get('failed', 0)})", "st-fail")] if counts.get("failed") else []
+    nav += [(f"area-{v.area.key}", v.area.title, f"st-{v.state}") for v in vs]
+    nav += [("not-covered", "Not covered", ""), ("tests", "Tests", "")]
+    nav_html = "".join(f'<a href="#{esc(a)}" class="{c}">{esc(label)}</a>' for a, label, c in nav)
+    parts = "".join(_area_part(v, [d for d in drawn if (d.area if d.area in known else OTHER.key) == v.area.key])
+                    for v in vs)
     title = f"logitcheck: {meta.get('impl', '?')} on {meta.get('backend', '?')}"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{esc(title)}</title><style>{CSS}</style></head>
 <body><nav>{nav_html}</nav>
-{header(results)}
+{header(results, vs, summary_line(changes) if changes else "")}
 {failures(results)}
-{records_section(results)}
-{plot}
-{''.join(h for _, _, h in extra)}
+{changes_section(changes) if changes else ""}
+{parts}
+{not_covered_section(results)}
 {test_list(results)}
-<footer>Generated by logitcheck from results.json; every number above was measured by the run, not
-recomputed here. Full values (untruncated) are in results.json.</footer>
+<footer>Generated by logitcheck from results.json (schema version {esc(results.get("schema_version", 1))}); every
+number above was measured by the run, not recomputed here. Full values (untruncated) are in results.json.</footer>
 </body></html>
 """

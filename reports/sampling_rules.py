@@ -33,7 +33,7 @@ def _verdict(v: Any) -> str:
 def sampling_rules_section(value: Any) -> str:
     title = "Engine sampling rules: exponential race and Gumbel-max"
     if not isinstance(value, dict) or not value:
-        return f'<section id="table-engine_sampling_rules"><h2>{title}</h2>{generic(value)}</section>'
+        return f'<section id="table-engine_sampling_rules"><h3>{title}</h3>{generic(value)}</section>'
     rows, other = [], []
     for key, v in value.items():
         (rows if isinstance(v, dict) and "N" in v else other).append((str(key), v))
@@ -50,4 +50,4 @@ def sampling_rules_section(value: Any) -> str:
     table = (f'<table class="grid"><thead><tr><th>rule</th><th>logits family / vocab / T</th>{head}</tr></thead>'
              f'<tbody>{"".join(body)}</tbody></table>') if body else ""
     extra = "".join(f'<p><b>{esc(k)}</b>: {inline(v)}</p>' for k, v in other)
-    return f'<section id="table-engine_sampling_rules"><h2>{title}</h2>{LEAD}{table}{extra}</section>'
+    return f'<section id="table-engine_sampling_rules"><h3>{title}</h3>{LEAD}{table}{extra}</section>'

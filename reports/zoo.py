@@ -60,7 +60,7 @@ def zoo_section(name: str, value: Any, tests: list[dict[str, Any]] | None = None
     anchor = f"table-{esc(name)}"
     rows = zoo_rows(value)
     if rows is None:
-        return f'<section id="{anchor}"><h2>{esc(title)}</h2>{generic(value)}</section>'
+        return f'<section id="{anchor}"><h3>{esc(title)}</h3>{generic(value)}</section>'
     value = rows + from_tests(name, rows, tests or [])
     kills = [_killed(r) for r in value]
     killed, survived, unknown = kills.count(True), kills.count(False), kills.count(None)
@@ -74,6 +74,6 @@ def zoo_section(name: str, value: Any, tests: list[dict[str, Any]] | None = None
     note = ('<p class="note bad">A surviving mutant is a bug the suite cannot see: '
             + ", ".join(f"<code>{esc(r.get('mutant', '?'))}</code>" for r in value if _killed(r) is False)
             + ".</p>") if survived else ""
-    return (f'<section id="{anchor}"><h2>{esc(title)} ({esc(head)})</h2>'
+    return (f'<section id="{anchor}"><h3>{esc(title)} ({esc(head)})</h3>'
             '<p class="muted">examples_to_kill: how many hypothesis examples ran before a property failed '
             f"on the mutant (fewer is a sharper property).</p>{note}{table}</section>")

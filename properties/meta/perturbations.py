@@ -7,7 +7,11 @@ or raises ValueError when p cannot be moved that far in that shape.
 - ``shift``: delta taken from the heaviest tokens in proportion, all given to the lightest token
   of the support (an off-by-one or boundary bug feeding one token);
 - ``id_tail``: the last tokens in id order lose delta, every other token gains in proportion
-  (an inverse-CDF prefix sum that stalls or is cut short near the end of the row).
+  (an inverse-CDF prefix sum that stalls or is cut short near the end of the row);
+- ``random_sign``: every token moves by the same relative amount, up or down at random (seeded),
+  the two groups rescaled so that each moves by delta (probabilities rounded to a short format,
+  or a per-token weight error): coherent in neither the probability nor the id order, so
+  merged bins average it away and only a per-token statistic sees it.
 """
 from __future__ import annotations
 
@@ -76,6 +80,22 @@ def id_tail(p: np.ndarray, delta: float) -> np.ndarray:
     return q
 
 
+RANDOM_SIGN_SEED = 20261
+
+
+def random_sign(p: np.ndarray, delta: float) -> np.ndarray:
+    """q = p + delta·(p·[up]/P_up - p·[down]/P_down), the signs drawn with a fixed seed."""
+    live = np.flatnonzero(p > 0)
+    up = np.random.default_rng([RANDOM_SIGN_SEED, p.size]).random(live.size) < 0.5
+    p_up, p_down = p[live[up]].sum(), p[live[~up]].sum()
+    if p_down <= delta or p_up == 0:
+        raise ValueError(f"random_sign: the tokens drawn down hold {p_down:.3g}, not more than {delta}")
+    q = p.copy()
+    q[live[up]] *= 1 + delta / p_up
+    q[live[~up]] *= 1 - delta / p_down
+    return q
+
+
 SHAPES: dict[str, Callable[[np.ndarray, float], np.ndarray]] = {
-    "sharper": sharper, "flatter": flatter, "shift": shift, "id_tail": id_tail,
+    "sharper": sharper, "flatter": flatter, "shift": shift, "id_tail": id_tail, "random_sign": random_sign,
 }

@@ -28,7 +28,7 @@ def test_parity_section_shows_fixtures_bounds_and_mutants():
     html = _section({"model_parity": PARITY, "model_mutants": MUTANTS})
     assert "llama-F32" in html and "llama-Q4_K" in html and "misleading" in html
     assert 'class="num bad"' in html  # gpu_impl's 5e-4 over its 3e-4 bound is flagged
-    assert "<img" in html and "kqv_out-0" in html
+    assert "<svg" in html and "<circle" in html and "kqv_out-0" in html  # the per-tensor plot is drawn
     assert "<script>" not in html and "&lt;script&gt;" in html
 
 

@@ -29,7 +29,9 @@ def test_section_is_escaped_and_on_the_page():
     html = backend_section(TABLES)
     assert "<b>" not in html and "&lt;b&gt;" in html
     page = render({"meta": {}, "tests": [], "tables": TABLES})
-    assert 'id="llama-cpp-backend"' in page and 'href="#llama-cpp-backend"' in page
+    # drawn once, inside the peers area of the page
+    assert page.count('id="llama-cpp-backend"') == 1
+    assert page.index('id="area-peers"') < page.index('id="llama-cpp-backend"')
 
 
 def test_odd_shapes_do_not_crash():

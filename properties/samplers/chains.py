@@ -4,7 +4,16 @@ Chain inputs are fp32-exact: logits on a 2^-8 grid within ±64, temperatures pow
 penalty and bias values multiples of 1/8, repeat in {1/2, 2}. Every transform is then exact in
 fp32, so the only legitimate disagreement between a masked fp32 chain and the truncating float64
 oracle is a filter boundary, which the per-step bracket (``SamplerRecord.must_may``) states.
-Where no step was ambiguous, the final distributions must agree to float64 rounding.
+
+Every step is judged on the implementation's own input: the oracle is re-run on the survivors
+the implementation kept so far (``impl_prefix``), so a legal choice at an ambiguous boundary
+never stops the judging of the steps after it. Per filter step: the kept set inside the
+bracket, the survivor *count* inside the oracle's counts at the bracket's variants (ties choose
+which tokens survive, not how many: ``checks.count_violation``), and the survivors'
+distribution unchanged (a filter only removes tokens). Per transform: exact (or, for rows off
+the grid, within the record's error model). Where the implementation kept exactly the oracle's
+tokens at every step, its final distribution must equal the whole oracle chain's to float64
+rounding.
 """
 from __future__ import annotations
 
@@ -14,9 +23,11 @@ import numpy as np
 from hypothesis import strategies as st
 
 from oracle.candidates import TokenDataArray
+from properties.numerics import U64, elementwise_error, gamma
+from properties.samplers.brackets import describe_set_violation
+from properties.samplers.checks import count_violation
 from properties.samplers.records import RECORDS_BY_NAME
 from properties.samplers.record import SamplerRecord
-from properties.samplers.brackets import describe_set_violation
 from properties.samplers.strategies import FAMILIES, make_logits, vocab_sizes
 
 CHAIN_SAMPLERS = ("logit_bias", "penalties", "top_n_sigma", "top_k", "typical", "top_p", "min_p", "xtc", "temp")
@@ -78,55 +89,100 @@ def chain_cases(draw, names: tuple[str, ...] | None = None, max_vocab: int = 409
     return row.astype(np.float32)[None, :], draw(steps(names, vocab), label="steps")
 
 
-def oracle_chain(row: np.ndarray, chain: list[Step], masked_handoff: bool = False) -> TokenDataArray:
+def oracle_chain(row: np.ndarray, chain: list[Step], masked_handoff: bool = False,
+                 fixed_shape: bool = True) -> TokenDataArray:
     """The truncating oracle chain; ``masked_handoff`` rebuilds the array from the dense masked
     row after every sampler, -inf entries included, as llama.cpp's CPU receives a backend row.
 
     The input's own -inf entries are dropped first: a masked row cannot say whether -inf was a
-    candidate, and llama.cpp's xtc (size >= 2, min_keep, p >= threshold with p = 0) and
-    temp_ext (ln size) give different answers when it was."""
+    candidate. ``fixed_shape`` (the reference for a masked chain) also drops the -inf entries an
+    earlier step made (a -inf logit_bias) before every sampler whose result counts them
+    (``masked_are_candidates=False``: xtc's size and min_keep, temp_ext's ln size), as the
+    per-step bracket of ``impl_prefix`` judges each step; ``fixed_shape=False`` is llama.cpp's
+    CPU chain as it runs, where a -inf bias leaves its entry in the array."""
     cur = TokenDataArray.from_logits(row.astype(np.float64))
     cur.keep(np.flatnonzero(np.isfinite(cur.logits)))
     for step in chain:
+        if fixed_shape and not step.record.masked_are_candidates:
+            cur.keep(np.flatnonzero(np.isfinite(cur.logits)))
         step.record.oracle({**step.scalar(), "n_vocab": row.size}).apply(cur)
         if masked_handoff:
             cur = TokenDataArray.from_logits(cur.dense_logits(row.size))
     return cur
 
 
-def impl_prefix(impl, row: np.ndarray, chain: list[Step]) -> tuple[np.ndarray, bool, str | None]:
-    """Run ``chain`` in the impl, checking every step against the truncating oracle's bracket on
-    the impl's own input. Returns (masked row, whether any boundary was ambiguous, violation)."""
-    state, ambiguous = row, False
-    for step in chain:
+@dataclass
+class ChainRun:
+    """The implementation's run of a chain, judged step by step."""
+    masked: np.ndarray
+    """[1, V] float32: the implementation's row after the steps it ran."""
+    diverged: bool
+    """Some filter kept other tokens than the oracle keeps on the same input (a legal choice
+    inside the bracket): from there on the whole-chain oracle is no reference, each step is."""
+    violation: str | None
+    """Why a step is wrong, or None."""
+    steps: int = 0
+    """Steps judged (a violation stops the run at its step)."""
+
+
+
+def _survivors_unchanged(out: np.ndarray, x64: np.ndarray, kept: np.ndarray) -> str | None:
+    """A filter only removes tokens: the distribution over its survivors is the input's."""
+    if not kept.any():
+        return None
+    why = compare(dense_distribution(out), dense_distribution(np.where(kept, x64, -np.inf)), diverged=False)
+    return f"the survivors' distribution changed: {why}" if why else None
+
+
+def impl_prefix(impl, row: np.ndarray, chain: list[Step], exact: bool = True) -> ChainRun:
+    """Run ``chain`` in the impl, judging every step on the impl's own input (see the module
+    docstring). ``exact``: transforms must be exact (fp32-exact chain inputs); otherwise within
+    the record's ``transform_bound_u``."""
+    state, diverged = row, False
+    for i, step in enumerate(chain):
         out = np.asarray(step.record.impl(impl, state, step.params), dtype=np.float32)
-        x64 = state[0].astype(np.float64)
+        x64, params = state[0].astype(np.float64), step.scalar()
         if step.record.kind == "filter":
-            must, may = step.record.must_may(x64, step.scalar(), truncated=True)
-            ambiguous |= bool((may & ~must).any())
-            why = describe_set_violation(np.isfinite(out[0]), must, may)
-            if why:
-                return out, ambiguous, f"step {step!r}: {why}"
+            kept = np.isfinite(out[0])
+            must, may = step.record.must_may(x64, params, truncated=True)
+            why = (describe_set_violation(kept, must, may) or count_violation(step.record, x64, params, kept, must, may)
+                   or _survivors_unchanged(out[0], x64, kept))
+            diverged |= not np.array_equal(kept, step.record.oracle_kept(x64, params, truncated=True))
         else:
-            exact = step.record.run_oracle(x64, step.scalar(), truncated=True).dense_logits(row.shape[1])
-            if not np.array_equal(out[0].astype(np.float64), exact):
-                bad = int(np.flatnonzero(out[0].astype(np.float64) != exact)[0])
-                return out, ambiguous, f"step {step!r}: fp32-exact transform differs at id {bad}: {out[0][bad]} vs {exact[bad]}"
+            want = step.record.run_oracle(x64, params, truncated=True).dense_logits(row.shape[1])
+            why = _transform_violation(step, out[0], x64, want, params, exact)
+        if why:
+            return ChainRun(out, diverged, f"step {i + 1} {step!r}: {why}", i + 1)
         state = out
-    return state, ambiguous, None
+    return ChainRun(state, diverged, None, len(chain))
 
 
-def compare(d_got: np.ndarray, d_want: np.ndarray, ambiguous: bool) -> str | None:
-    """None if the distributions agree (exactly up to float64 rounding, or - only after an
-    ambiguous boundary - in support), else the discrepancy."""
-    same_support = np.array_equal(d_got > 0, d_want > 0)
-    if not same_support:
-        if ambiguous:
+def _transform_violation(step: Step, out: np.ndarray, x64: np.ndarray, want: np.ndarray, params: dict,
+                         exact: bool) -> str | None:
+    got = out.astype(np.float64)
+    if exact:
+        if np.array_equal(got, want):
+            return None
+        bad = int(np.flatnonzero(got != want)[0])
+        return f"fp32-exact transform differs at id {bad}: {out[bad]} vs {want[bad]}"
+    if not np.array_equal(np.isfinite(got), np.isfinite(want)):
+        bad = int(np.flatnonzero(np.isfinite(got) != np.isfinite(want))[0])
+        return f"masked tokens differ at id {bad}: {out[bad]} vs {want[bad]}"
+    rep = elementwise_error(out, want, step.record.transform_bound_u(x64, params))
+    return None if rep.ok else rep.describe()
+
+
+def compare(d_got: np.ndarray, d_want: np.ndarray, diverged: bool) -> str | None:
+    """None if the distributions agree (to float64 rounding, or - only after a step where the
+    implementation legally kept other tokens - anywhere their supports differ), else how not."""
+    if not np.array_equal(d_got > 0, d_want > 0):
+        if diverged:
             return None
         diff = np.flatnonzero((d_got > 0) != (d_want > 0))
-        return f"supports differ at ids {diff[:6].tolist()} with no ambiguous boundary on the way"
+        return f"supports differ at ids {diff[:6].tolist()} though every step kept the oracle's tokens"
     err = np.abs(d_got - d_want).max()
-    if err > 1e-12:
+    # two float64 softmaxes of the same n logits: each p within (γ_n + 2u)·p, whatever the sum order
+    if err > 2 * (gamma(d_got.size, U64) + 2 * U64):
         return f"same support but probabilities differ by {err:.3g}"
     return None
 

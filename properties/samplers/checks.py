@@ -16,7 +16,7 @@ from properties import numerics as nm
 from properties.numerics import ErrorReport, elementwise_error
 from properties.samplers.brackets import describe_set_violation
 from properties.samplers.strategies import Case
-from properties.stats import POWER_N, gof_samples
+from properties.stratified import GridResult, judge_logit_sampler
 
 CHUNK_ELEMENTS = 1_000_000  # logits elements per impl call (N rows x V would not fit at large V)
 
@@ -79,6 +79,13 @@ def check_matches_oracle(impl, record: SamplerRecord, case: Case) -> list[ErrorR
             if not legal[ids[b]]:
                 expected = np.flatnonzero(legal)[:6].tolist()
                 fail("impl≡oracle selection", record.name, case, f"selected {ids[b]}, legal tokens {expected}", b)
+            if record.judge_state is not None:  # a stateful selector: its updated state too
+                state = tuple(np.asarray(o)[b] for o in out[1:]) if isinstance(out, tuple) else ()
+                why, rep = record.judge_state(record, row, params, int(ids[b]), state)
+                if why:
+                    fail("impl≡oracle state", record.name, case, why, b)
+                if rep is not None:
+                    reports.append(rep)
     return reports
 
 
@@ -247,14 +254,16 @@ def check_rejects_bad_row(impl, record: SamplerRecord, case: Case, row: int, col
     recording.robustness("bad input", record.name, False, why)
 
 
-# --- distribution: sampled tokens follow the oracle's distribution -------------------------------
+# --- distribution: dist on the stratified grid of uniforms --------------------------------------
 
-def sample_impl(impl, row: np.ndarray, n: int, seed: int) -> np.ndarray:
-    """``impl.dist`` over n copies of ``row`` with n seeded uniforms in [0, 1)."""
-    u = np.random.default_rng(seed).random(n)
+DRAWN_GRID_N = 2**12  # per drawn example (V <= 500): a token off by > ~2.5e-4 fails; fixed rows use 2^16
+
+
+def sample_impl(impl, row: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """``impl.dist`` over copies of ``row``, one per uniform in ``u`` (in chunks of CHUNK_ELEMENTS)."""
     rows = max(1, CHUNK_ELEMENTS // row.size)
     out = []
-    for start in range(0, n, rows):
+    for start in range(0, u.size, rows):
         uc = u[start:start + rows]
         ids = np.asarray(impl("dist", np.repeat(row[None, :], uc.size, axis=0), uc))
         if ids.shape != uc.shape or not np.issubdtype(ids.dtype, np.integer):
@@ -263,11 +272,18 @@ def sample_impl(impl, row: np.ndarray, n: int, seed: int) -> np.ndarray:
     return np.concatenate(out)
 
 
-def check_distribution_gate(impl, case: Case) -> None:
-    """The χ² gate (properties/stats.py) on row 0 of the case: POWER_N seeded uniforms through
-    impl.dist against the float64 softmax of the row as the implementation received it."""
-    row = case.logits[0]
-    expected = TokenDataArray.from_logits(row.astype(np.float64)).distribution()
-    res = gof_samples(sample_impl(impl, row, POWER_N, case.seeds[0]), expected)
+def dist_on_grid(impl, row: np.ndarray, n: int) -> GridResult:
+    """dist on ``row`` (as the implementation receives it) driven by the n stratified uniforms of
+    properties/stratified.py, judged against its float64 softmax under the default (blocked)
+    contract: each token drawn n·p ± (1 + 2nκ) times. Exact: no statistics."""
+    return judge_logit_sampler(lambda u: sample_impl(impl, row, u), row.astype(np.float64), n=n)
+
+
+def check_dist_grid(impl, case: Case, n: int = DRAWN_GRID_N) -> None:
+    """dist on row 0 of the case, on the stratified grid (``dist_on_grid``)."""
+    try:
+        res = dist_on_grid(impl, case.logits[0], n)
+    except ValueError as exc:  # ids outside the vocabulary
+        fail("dist on the stratified grid", "dist", case, str(exc))
     if not res.passed:
-        fail("distribution gate", "dist", case, res.describe())
+        fail("dist on the stratified grid", "dist", case, res.describe())

@@ -40,6 +40,9 @@ class SamplerRecord:
     legal: Callable[[np.ndarray, Params], np.ndarray] | None = None
     """For selections: mask of tokens the impl may legally return (default: the oracle's union
     over ``variants``)."""
+    judge_state: Callable[["SamplerRecord", np.ndarray, Params, int, tuple], tuple[str | None, Any]] | None = None
+    """For a stateful selector: (record, row, params, the token it chose, its further outputs) ->
+    (why the updated state is wrong or None, an ErrorReport): every output is judged."""
     masked_are_candidates: bool = True
     """False where llama.cpp's result depends on how many -inf entries the array holds (temp_ext's
     ln(size)): a masked row cannot say whether -inf was a candidate, so the reference for a

@@ -11,6 +11,7 @@ from oracle.rng import Replay
 from properties.samplers.record import Params, SamplerRecord
 from properties.numerics import log2n
 from properties.samplers import windows as w
+from properties.samplers.stateful import judge_mu
 from properties.samplers.strategies import floats32, per_row
 
 
@@ -255,9 +256,10 @@ RECORDS: list[SamplerRecord] = [
                                   u=per_row(st.floats(0, 1, exclude_max=True), b),
                                   tau=per_row(st.sampled_from([3.0, 5.0]), b), eta=per_row(st.sampled_from([0.1, 1.0]), b)),
         impl=lambda impl, x, p: impl("mirostat_v2", x, p["mu"], p["u"], p["tau"], p["eta"]),
-        variants=w.mirostat_v2_variants,
+        variants=w.mirostat_v2_variants, judge_state=judge_mu,
         allowance="tokens whose surprise -log2 p is within (ρ at the cut)/ln 2 + 3u·mu of mu, or whose CDF boundary is "
-                  "within the prefix-sum allowance of u"),
+                  "within the prefix-sum allowance of u; the updated mu within the float32 error of "
+                  "mu - eta·(-log2 q - tau) for a legal survivor set (properties/samplers/stateful.py)"),
     # oracle-only samplers: invariants and the llama.cpp peer judge them
     SamplerRecord(name="dry", kind="transform", params=lambda b, v: st.just({}),
                   oracle=lambda p: s.dry(1.0, 1.75, 2, 64, ())),

@@ -28,7 +28,7 @@ Draw = Callable[..., st.SearchStrategy]
 
 ALL_DTYPES = ("float32", "float16", "bfloat16")
 GOF_MAX_VOCAB = 500  # as test_distribution's CI rows: N x V within the CI budget
-GOF_EXAMPLES = 10  # one example is POWER_N = 100,000 dist draws
+GOF_EXAMPLES = 10  # the zoo's cap: one example is checks.DRAWN_GRID_N dist draws
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ SOFTMAX_INVARIANTS = SamplerProperty(
     "invariants", lambda r, d, **kw: st.tuples(cases(dtypes=ALL_DTYPES, **kw), st.integers(-256, 256)),
     lambda impl, r, e: checks.check_softmax_invariants(impl, *e), subject="softmax")
 DISTRIBUTION_GATE = SamplerProperty(
-    "distribution_gate", _gate_draw, lambda impl, r, c: checks.check_distribution_gate(impl, c),
+    "dist_grid", _gate_draw, lambda impl, r, c: checks.check_dist_grid(impl, c),
     subject="dist", max_examples=GOF_EXAMPLES)
 
 PER_RECORD = (IMPL_VS_ORACLE, EXACT_BOUNDARY, NOOP, MONOTONE, MIN_KEEP)

@@ -1,0 +1,149 @@
+"""Meta: results.json as the pytest plugin writes it: histograms and quantiles, the worst cases,
+and pytest-xdist: workers' measurements merge into one file equal to a one-process run's."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from properties import recording
+from reports.schema import problems
+
+TEST_A = '''
+from hypothesis import given, strategies as st
+from properties import recording
+from properties.numerics import ErrorReport
+
+@given(st.integers(0, 1000))
+def test_measured(x):
+    case = f"Case(x={x})"
+    recording.note("rec_a", "impl_vs_oracle", "float32", ErrorReport(x / 100, 20.0, 0))
+    recording.note("exact_rec", "exact", "float32")
+    recording.table("table_a", {"x": 1})
+
+@given(st.integers(0, 1000))
+def test_fails(x):
+    if x > 500:
+        raise AssertionError(f"WHY  impl≡oracle logits[rec_a] row 0: worst error {x / 10:.3g} u at index 3 "
+                             f"(model allows 20 u)\\nCASE Case(x={x})")
+'''
+TEST_B = '''
+from hypothesis import given, strategies as st
+from properties import recording
+from properties.numerics import ErrorReport
+ROWS = []
+
+@given(st.integers(0, 1000))
+def test_b(x):
+    recording.note("rec_b", "p", "float16", ErrorReport(float(x), 10.0, 0))
+    recording.note("rec_a", "impl_vs_oracle", "float32", ErrorReport(x / 50, 20.0, 0))
+    ROWS.append(x)
+    recording.table("table_b", [{"rows": "some"}])
+'''
+
+
+def test_bins_and_quantiles():
+    assert [recording.bin_key(x) for x in (0.0, 1e-9, 0.5, 1.0, 1.0001, 1e12, math.inf, math.nan)] == \
+        ["zero", "-24", "-2", "-1", "0", "36", "inf", "nan"]
+    assert recording.bin_upper("-1") == 1.0  # at the bound exactly: a bin that ends at the bound
+    hist = {"zero": 5, "-4": 3, "0": 1, "nan": 1}
+    assert recording.quantile(hist, 0.5) == 0.0 and recording.quantile(hist, 0.8) == pytest.approx(10 ** -0.75)
+    assert math.isnan(recording.quantile(hist, 0.99)) and recording.quantile({}, 0.5) is None
+
+
+def _run(tmp: Path, *extra: str) -> dict:
+    out = tmp / f"results{len(extra)}.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(recording.__file__).resolve().parents[1])}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "properties.plugin", "-p", "no:cacheprovider",
+                           "--hypothesis-profile=ci", "-q", "--lc-results", str(out), *extra],
+                          cwd=tmp, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # test_fails fails, nothing else
+    return json.loads(out.read_text())
+
+
+def _comparable(results: dict) -> dict:
+    """What must not depend on the process layout: everything but timings and the worker count."""
+    r = json.loads(json.dumps(results))
+    for t in r["tests"]:
+        t.pop("duration")
+        t["reason"] = t["reason"].split("\n")[0]
+    for k in ("date", "duration_s", "workers"):
+        r["meta"].pop(k)
+    return r
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[dict, dict]:
+    pytest.importorskip("xdist", reason="pytest-xdist is in the test extra: pip install -e '.[test]'")
+    tmp = tmp_path_factory.mktemp("xdist")
+    (tmp / "test_a.py").write_text(textwrap.dedent(TEST_A))
+    (tmp / "test_b.py").write_text(textwrap.dedent(TEST_B))
+    return _run(tmp), _run(tmp, "-n", "2")
+
+
+def test_plugin_output_follows_the_schema(runs):
+    one, _ = runs
+    assert problems(one) == []
+    failed = next(t for t in one["tests"] if t["outcome"] == "failed")
+    assert failed["failure"] == {"property": "impl≡oracle logits[rec_a] row 0", "case": "Case(x=501)",
+                                 "why": "worst error 50.1 u at index 3 (model allows 20 u)",
+                                 "worst_u": 50.1, "bound_u": 20.0, "ratio": 50.1 / 20.0}
+    assert failed["reproduce"] == "python -m pytest test_a.py::test_fails --hypothesis-profile=ci"
+    rec_a = next(w for w in one["worst_error"] if w["record"] == "rec_a")
+    assert rec_a["n"] == 80 and sum(rec_a["ratio_hist"].values()) == 80  # 40 examples from each test
+    worst = rec_a["worst_cases"][0]  # test_b's x / 50 beats test_a's x / 100: the case names its x
+    assert worst["test"] == "test_b.py::test_b" and worst["case"] == f"x={round(worst['worst_u'] * 50)}"
+    assert worst["ratio"] == rec_a["ratio"] == max(c["ratio"] for c in rec_a["worst_cases"])
+    assert {"record": "exact_rec", "property": "exact", "count": 40, "test": "test_a.py::test_measured"} \
+        in one["examples"]
+
+
+def test_xdist_workers_merge_into_the_same_results(runs):
+    one, two = runs
+    assert two["meta"]["workers"] == 2
+    assert _comparable(one) == _comparable(two)
+
+
+def test_absorb_is_independent_of_the_split():
+    """Merging is order-free: the worst case and histograms do not depend on which worker saw what."""
+    saved = (dict(recording.WORST), dict(recording.EXAMPLES), dict(recording.FIRST_TEST), dict(recording.TABLES))
+    try:
+        def state(notes: list[tuple[float, str]]) -> str:
+            recording.WORST.clear(), recording.EXAMPLES.clear(), recording.FIRST_TEST.clear(), recording.TABLES.clear()
+            for ratio, test in notes:
+                recording.CURRENT_TEST = test
+                recording.note("r", "p", "float32", recording.ErrorReport(ratio * 4, 4.0, 0))
+            return recording.snapshot()
+        notes = [(0.5, "t1"), (0.0, "t2"), (math.nan, "t1"), (0.25, "t3"), (0.5, "t0"), (2.0, "t2")]
+        whole = state(notes)
+        parts = [state(notes[i::2]) for i in (1, 0)]
+        recording.WORST.clear(), recording.EXAMPLES.clear(), recording.FIRST_TEST.clear()
+        for p in parts:
+            recording.absorb(p)
+        assert json.loads(recording.snapshot()) == json.loads(whole)
+    finally:
+        for live, old in zip((recording.WORST, recording.EXAMPLES, recording.FIRST_TEST, recording.TABLES), saved):
+            live.clear()
+            live.update(old)
+
+
+def test_progress_line_counts_and_estimates():
+    from types import SimpleNamespace
+
+    from reports.progress import Progress
+
+    lines: list[str] = []
+    p = Progress(every=0.0)
+    p.reporter = SimpleNamespace(write_line=lines.append)
+    p.total, p.t0 = 4, p.t0 - 120.0  # two minutes in
+    for outcome in ("passed", "failed"):
+        for when in ("setup", "call", "teardown"):
+            p.pytest_runtest_logreport(SimpleNamespace(when=when, outcome=outcome if when == "call" else "passed",
+                                                       failed=outcome == "failed" and when == "call"))
+    assert lines[-1].startswith("[logitcheck] 2/4 tests, 1 failed, 2m0") and "about 2m0" in lines[-1]
