@@ -203,7 +203,7 @@ def sum_bound(x: np.ndarray, c: Contract | None = None) -> float:
     t = U32 * s
     small = x[x < t]
     n_big = n - small.size
-    refined = t * max(n_big - 1, 0) + small.sum() + (small * (np.floor(np.log2(t / small)) + 1)).sum()
+    refined = t * max(n_big - 1, 0) + small.sum() + (small * (np.floor(np.log2(t) - np.log2(small)) + 1)).sum()
     return float(min(worst, refined * (1 + gamma(n))))
 
 
@@ -319,6 +319,18 @@ def check_softmax(p_hat: np.ndarray, row64: np.ndarray, c: Contract | None = Non
     return max(ratio, norm, key=lambda rep: rep.ratio), None
 
 
+def entropy_bound(m: SoftmaxModel, c: Contract | None = None) -> float:
+    """|H^ - H| for H = -Σ p ln p computed in fp32 from the fp32 p^: each p^_i's relative error
+    ρ_i moves its term by p_i·ρ_i·|ln p_i + 1|, logf adds 2u·|ln p| per term, the product and the
+    sum's own rounding u·H, and the n-term sum of non-negative terms its ``sum_bound``."""
+    p = m.p
+    with np.errstate(divide="ignore"):
+        lnp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
+    terms = -p * lnp
+    h = float(terms.sum())
+    return float((p * m.rel() * np.abs(lnp + 1)).sum() + 3 * U32 * h + sum_bound(terms, c))
+
+
 def mass_bound(row64: np.ndarray, order: np.ndarray, k: int, c: Contract | None = None,
                model: SoftmaxModel | None = None) -> float:
     """How far an fp32 cumulative mass of the first ``k`` tokens of ``order`` may sit from the
@@ -333,9 +345,13 @@ def mass_bound(row64: np.ndarray, order: np.ndarray, k: int, c: Contract | None 
 def cdf_bound(row64: np.ndarray, c: Contract | None = None, model: SoftmaxModel | None = None) -> float:
     """How far the CDF an inverse-CDF dist compares u with may sit from the exact one, at any
     token: the weights' elementwise errors and the normaliser (both relative to the CDF <= 1), and
-    a scan in an order the contract accepts for a CDF."""
+    a scan in an order the contract accepts for a CDF. The normaliser is the CDF's own total (or
+    cancels, as in llama.cpp's target = S·u), so it is held to the CDF's orders, not to every order
+    a sum may take: a sequential float32 normaliser would move the whole CDF by up to γ_{n-1}, a
+    distribution error of 1.6 % at n = 262,144. ``model`` supplies p and d; θ is recomputed."""
     c = c or _ACTIVE[0]
-    m = model or softmax_model(row64, c)
+    scan = replace(c, sums=c.cdf)
+    m = softmax_model(row64, scan) if model is None else replace(model, theta=softmax_model(row64, scan).theta)
     n = int(m.finite.sum())
     live = m.p > F32_TINY
     elem = float(U32 * m.elementwise_u[live].max()) if live.any() else 0.0

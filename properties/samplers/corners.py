@@ -71,8 +71,12 @@ def _generic(record: SamplerRecord, dtype: str) -> list[Case]:
 
 
 def _mass_cut(record: SamplerRecord) -> Case:
-    """p at m/k ± CUT_MARGIN mass windows on rows of k equal logits."""
+    """p at m/k ± CUT_MARGIN mass windows on rows of k equal logits, and p = m/k exactly where k
+    is a power of two (every mass exact: the boundary convention itself is observable)."""
     rows, params = [], []
+    for k, m in ((4, 1), (8, 3)):
+        rows.append(_tied(k, 1000))
+        params.append({"p": m / k, "min_keep": 0})
     for k, m in ((3, 1), (3, 2), (5, 2), (7, 3), (100, 37)):
         row = _tied(k, 1000).astype(np.float32).astype(np.float64)
         d = nm.mass_bound(row, w.descending(row), m + 1)

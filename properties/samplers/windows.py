@@ -146,8 +146,7 @@ def typical_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
     with np.errstate(divide="ignore"):
         lnp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
     rho = model.rel()
-    dh = (model.theta * float((p * np.abs(lnp + 1)).sum()) + U32 * float((p * model.elementwise_u * np.abs(lnp + 1)).sum())
-          + 3 * U32 * h + nm.sum_bound(-p * lnp))
+    dh = nm.entropy_bound(model)
     eps = float((rho[normal] + 2 * U32 * np.abs(lnp[normal])).max()) + dh if normal.any() else 0.0
     key = -score
     below = model.finite & ~normal
