@@ -279,8 +279,8 @@ def _mistralrs_records() -> list[SamplerRecord]:
     by: dict[str, SamplerRecord] = {}
 
     def variants(params: Params, row: np.ndarray) -> list[Params]:
-        d = _mass("p", lambda: by["t"])(params, row)
-        d = d[-1]["p"] - params["p"] if len(d) > 1 else 0.0
+        _, lower, upper = _mass("p", lambda: by["t"])(params, row)
+        d = max(params["p"] - lower["p"], upper["p"] - params["p"])  # the unclipped side: the window itself
         e = math.exp(threshold_window(row, params["m"], "ratio")) if params["m"] > 0 else 1.0
         return [params, {**params, "p": params["p"] - d, "m": min(params["m"] * e, 1.0)},
                 {**params, "p": params["p"] + d, "m": params["m"] / e}]
