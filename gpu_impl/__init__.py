@@ -39,11 +39,17 @@ float32 throughout, as llama.cpp's CPU samplers (expf, float sums, float cumulat
 except where llama.cpp itself uses double: dist's running sum and target ``S * u``, and
 mirostat_v2's ``discrete_distribution`` cumulative probabilities.
 """
+
 from gpu_impl.penalties import logit_bias, penalties
 from gpu_impl.selection import dist, greedy, mirostat_v2
 from gpu_impl.softmax import softmax
 from gpu_impl.temperature import temp, temp_ext
 from gpu_impl.truncation import min_p, top_k, top_n_sigma, top_p, typical, xtc
+
+# What this implementation promises beyond the default contract of the judge (logitcheck holds
+# it to these): bad input is refused with a ValueError, and results stay right past float32
+# overflow of intermediate sums (norms and variances are rescaled first).
+LOGITCHECK_CLAIMS = ("refuses_bad_input", "overflow_safe")
 
 __all__ = [
     "softmax", "greedy", "dist", "mirostat_v2", "temp", "temp_ext", "top_k", "top_p", "min_p",

@@ -1,30 +1,49 @@
-"""The one place where the suite's floating-point constants and shared error-model blocks live.
+"""The suite's one numerics model: units, summation orders, contracts, and every error model
+that more than one domain needs, each written once and derived in units of u = eps/2.
 
-Every domain (samplers, ops, quants, engines, peers) states its error models in units of the
-compute dtype's unit roundoff u = eps/2, and imports u from here instead of writing 2^-24 again.
+Units: ``unit_roundoff`` (u of float64/32/16, bfloat16), γ_k = k·u/(1 - k·u), ``ulp``, the
+elementary functions' allowances ``FN_U`` (twice CUDA's documented single-precision maximum ulp
+error; 1 ulp <= 2u): expf 2, logf 1, tanhf 2, sinf/cosf 2, erff 2, hypotf 3 ulp.
 
-- ``unit_roundoff(dtype)``: u for float64, float32, float16 and bfloat16 (ml_dtypes knows bf16).
-- ``gamma(k, u)``: γ_k = k·u/(1 - k·u), the order-free bound on a sum or dot product of k terms.
-- ``ulp(x, dtype)``: the spacing of ``dtype``'s numbers at |x|.
-- ``ErrorReport`` and the "error in units of u" measurements: ``softmax_error`` (a probability
-  vector against the float64 softmax), ``elementwise_error`` (relative, per element) and
-  ``scaled_error`` (against a model's own per-element scale, with a flush-to-zero floor).
-- ``mass_allowance``: how far a cumulative-mass threshold decision may sit from the exact one.
-- ``FN_U``: the elementary functions' allowances (twice CUDA's documented single-precision
-  maximum ulp error; 1 ulp <= 2u): expf 2, logf 1, tanhf 2, sinf/cosf 2, erff 2, hypotf 3.
+Orders. A reduction of n terms errs by at most γ_d·Σ|x|, d the most roundings one term passes
+through; d depends on the order an implementation legally chooses (``Order.depth``):
+sequential n - 1 (CPU loops), pairwise/tree ⌈log2 n⌉ (NumPy, warp shuffles), blocked
+⌈n/T⌉ - 1 + log2 T (T = 1,024 threads, strided in-order slices, then a tree), online
+(⌈n/W⌉ - 1)·(2 + expf) + log2 W (W = 256-wide tiles, the running sum rescaled by an expf and a
+multiply per tile), compensated 2 + n·u, wide (float64 accumulator) 1 + n·u64/u. Scans
+(cumulative sums) have their own depths (``Order.scan_depth``). FMA or not, a dot product of K
+terms is a reduction of K rounded products: depth + 1 (a fused multiply-add rounds once where
+the product and the sum would round twice, so the unfused count bounds both).
 
-The softmax model: ``x - max`` is rounded (relative error u·|x - max| after exp), exp adds a
-few u, the sum of n terms adds at most ceil(log2 n) u for the pairwise/tree sums NumPy and CuPy
-use, the division one more. Per element |p^ - p| <= u·p·(|x - max| + ceil(log2 n) + 6), plus
-an absolute 2^-148 for results in the subnormal range (where relative error is meaningless).
-A sequential fp32 prefix sum of k terms is within k·u of the exact one, so a cumulative-mass
-decision may go either way within (2k + ceil(log2 n) + 8)·u of its threshold.
+Contracts. ``DEFAULT`` accepts every correct strategy: any order above for sums, dot products
+and normalisers (the bound is the worst of them, sequential's γ_{n-1}), a blocked, tree,
+compensated or wider CDF for ``dist`` (llama.cpp's is a double running sum; a float32 CDF in
+token order drifts by up to γ_V, 1.6 % at V = 262,144, which is a distribution error, not
+rounding), inputs inside each op's stated domain, and any decision on bad input that is not
+memory-unsafe. ``STRICT`` (``--contract strict``) demands tree-order error (⌈log2 n⌉ sums and
+scans), overflow-safe results beyond the domain, and a ValueError for bad input; failures that
+only strict sees say so. An implementation may claim parts of strict for itself
+(``LOGITCHECK_CLAIMS`` in its module: "overflow_safe", "refuses_bad_input") and is then held
+to them under the default contract too.
+
+Sums of non-negative terms (softmax normalisers, masses, sums of squares) get a sharper
+order-free bound from the terms themselves (``sum_bound``; derivation in its docstring): tight
+for peaked rows, where the worst case γ_{n-1}·S is millions of times too loose.
+
+Softmax is judged in two parts (``check_softmax``): the ratios p_i / p_max against
+exp(l_i - l_max), which no summation order touches (u·(|l_i - l_max| + 6): the rounded argument,
+expf's 4 u, two divisions), and the normaliser Σp - 1 against the contract's sum model.
+
+Probabilistic gate (Higham & Mary 2019): where rounding errors are independent and mean-zero
+(products with random signs summed in a tree or blocked order; not long in-order sums of same-sign
+terms, which drift), the error of an n-term reduction is O(√n·u·Σ|x|), not n·u·Σ|x|.
+``hm_gate`` holds a high percentile of err/(√n·u·Σ|x|) to λ; see ``HM_LAMBDA``.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 import ml_dtypes
 import numpy as np
@@ -44,14 +63,16 @@ UBF16 = unit_roundoff("bfloat16")  # 2^-8
 F32_MAX = float(np.finfo(np.float32).max)
 F32_TINY = float(np.finfo(np.float32).tiny)  # 2^-126, the smallest normal float32
 F32_MIN_SUBNORMAL = 2.0**-149
-SUBNORMAL_FLOOR = 2.0**-148  # absolute error floor of the softmax model in the subnormal range
+SUBNORMAL_FLOOR = 2.0**-148  # absolute error floor of results in the subnormal range
 FTZ_FLOOR = F32_TINY  # results below the normal range may be flushed to zero (fast-math kernels)
 
 FN_U = {"exp": 4.0, "log": 2.0, "tanh": 4.0, "sincos": 4.0, "erf": 4.0, "hypot": 6.0}
+THREADS = 1024  # a CUDA block: the widest blocked reduction the default contract accepts
+TILE = 256  # an online softmax's tile
 
 
 def gamma(k: float, u: float = U32) -> float:
-    """γ_k = k·u/(1 - k·u): |fl(Σ) - Σ| <= γ_k·Σ|terms| for any order of k additions."""
+    """γ_k = k·u/(1 - k·u): |fl(Σ) - Σ| <= γ_k·Σ|terms| for k roundings in a row."""
     return k * u / (1 - k * u)
 
 
@@ -64,9 +85,186 @@ def log2n(n: int) -> int:
     return max(1, math.ceil(math.log2(max(n, 2))))
 
 
-def mass_allowance(k: int, n: int, u: float = U32) -> float:
-    """How far a cumulative-probability decision may sit from the exact boundary."""
-    return (2 * k + log2n(n) + 8) * u
+# --- summation orders and contracts ----------------------------------------------------------
+
+@dataclass(frozen=True)
+class Order:
+    name: str
+    depth: Callable[[int], float]
+    """n terms -> the γ index of their sum."""
+    scan_depth: Callable[[int], float]
+    """n terms -> the γ index of any prefix of their inclusive scan."""
+
+
+def _blocks(n: int, width: int) -> int:
+    return -(-n // width)
+
+
+SEQUENTIAL = Order("sequential", lambda n: max(n - 1, 0), lambda n: max(n - 1, 0))
+PAIRWISE = Order("pairwise", lambda n: log2n(n) if n > 1 else 0, lambda n: 2 * log2n(n) if n > 1 else 0)
+BLOCKED = Order("blocked",
+                lambda n: _blocks(n, THREADS) - 1 + log2n(min(n, THREADS)) if n > 1 else 0,
+                # thread-local run, a scan inside each warp and one across warps, two offset additions
+                lambda n: _blocks(n, THREADS) - 1 + 2 * log2n(min(n, THREADS)) + 2 if n > 1 else 0)
+ONLINE = Order("online",
+               lambda n: (_blocks(n, TILE) - 1) * (2 + FN_U["exp"]) + log2n(min(n, TILE)) if n > 1 else 0,
+               lambda n: (_blocks(n, TILE) - 1) * (2 + FN_U["exp"]) + 2 * log2n(min(n, TILE)) if n > 1 else 0)
+# compensated: 2u + O(n·u²) (Knuth/Kahan), and never more than the additions it makes
+COMPENSATED = Order("compensated", lambda n: min(2 + n * U32, n - 1) if n > 1 else 0,
+                    lambda n: min(4 + n * U32, n - 1) if n > 1 else 0)
+WIDE = Order("wide", lambda n: 1 + n * U64 / U32 if n > 1 else 0, lambda n: 1 + n * U64 / U32 if n > 1 else 0)
+
+ALL_ORDERS = (SEQUENTIAL, PAIRWISE, BLOCKED, ONLINE, COMPENSATED, WIDE)
+TREE_ORDERS = (PAIRWISE, COMPENSATED, WIDE)
+
+
+@dataclass(frozen=True)
+class Contract:
+    name: str
+    sums: tuple[Order, ...]
+    """Orders accepted for sums, dot products, normalisers and masses."""
+    cdf: tuple[Order, ...]
+    """Orders accepted for the CDF a selection (dist) inverts."""
+    overflow_safe: bool
+    """Results must also be right outside each op's default domain (e.g. norms of rows whose
+    squares overflow float32)."""
+    refuses_bad_input: bool
+    """NaN / +inf logits, wrong dtypes and empty rows must raise ValueError."""
+
+    def depth(self, n: int) -> float:
+        return max(o.depth(n) for o in self.sums)
+
+    def scan_depth(self, n: int) -> float:
+        return max(o.scan_depth(n) for o in self.sums)
+
+    def cdf_depth(self, n: int) -> float:
+        return max(o.scan_depth(n) for o in self.cdf)
+
+    def dot_depth(self, k: int) -> float:
+        """A dot product of k terms: k rounded products reduced in an accepted order."""
+        return self.depth(k) + 1
+
+    def with_claims(self, claims: frozenset[str] | tuple[str, ...]) -> "Contract":
+        """This contract, also holding an implementation to what it claims."""
+        extra = {c: True for c in claims if c in ("overflow_safe", "refuses_bad_input")}
+        return replace(self, **extra) if extra else self
+
+
+DEFAULT = Contract("default", ALL_ORDERS, (BLOCKED, PAIRWISE, COMPENSATED, WIDE), False, False)
+STRICT = Contract("strict", TREE_ORDERS, TREE_ORDERS, True, True)
+CONTRACTS = {c.name: c for c in (DEFAULT, STRICT)}
+_ACTIVE = [DEFAULT]
+
+
+def use_contract(name: str) -> Contract:
+    """Make ``name`` ("default" or "strict") the contract every check judges by (``--contract``)."""
+    if name not in CONTRACTS:
+        raise ValueError(f"unknown contract {name!r}; known: {', '.join(CONTRACTS)}")
+    _ACTIVE[0] = CONTRACTS[name]
+    return _ACTIVE[0]
+
+
+def contract(impl: Any = None) -> Contract:
+    """The active contract, with the claims of ``impl`` (an ``Impl`` or a module) added."""
+    claims = getattr(getattr(impl, "module", impl), "LOGITCHECK_CLAIMS", ()) if impl is not None else ()
+    return _ACTIVE[0].with_claims(tuple(claims))
+
+
+def strict_only(failed_default: bool, failed_active: bool, c: Contract) -> str:
+    """The label a failure carries when only the strict contract sees it."""
+    return " [strict contract only: the default contract accepts this]" if (
+        failed_active and not failed_default and c.name == "strict") else ""
+
+
+# --- sums of non-negative terms ----------------------------------------------------------------
+
+def sum_bound(x: np.ndarray, c: Contract | None = None) -> float:
+    """|fl(Σx) - Σx| for non-negative terms x (the float32 values, in float64), in any order
+    ``c`` accepts: the smaller of γ_d·S (d = the contract's depth) and an order-free bound.
+
+    Order-free bound: in any summation tree, the node adding partial sums A >= B rounds by at most
+    min(u·(A + B), B) (A itself is a float within B of A + B), and the rounding errors add up.
+    With S = Σx and t = u·S: a node whose smaller side is below t costs at most that side; a leaf
+    x_j < t sits on the smaller side of such a node at most ⌊log2(t/x_j)⌋ + 1 times (each time its
+    subtree at least doubles). The other nodes have both sides >= t and cost at most t each; they
+    are the branchings of the tree above the minimal subtrees of sum >= t, which are disjoint and
+    number at most n_big + τ/t (n_big terms >= t, τ the sum of the smaller ones). So
+    |error| <= t·(n_big - 1) + τ + Σ_{x_j < t} x_j·(⌊log2(t/x_j)⌋ + 1), times (1 + γ_n) for
+    computed partial sums. For a peaked softmax row that is a few u·S where γ_{n-1} is n·u·S.
+    """
+    c = c or _ACTIVE[0]
+    x = np.asarray(x, dtype=np.float64)
+    x = x[x > 0]
+    n = x.size
+    if n <= 1:
+        return 0.0
+    s = float(x.sum())
+    worst = gamma(c.depth(n)) * s
+    t = U32 * s
+    small = x[x < t]
+    n_big = n - small.size
+    refined = t * max(n_big - 1, 0) + small.sum() + (small * (np.floor(np.log2(t) - np.log2(small)) + 1)).sum()
+    return float(min(worst, refined * (1 + gamma(n))))
+
+
+def sequential_running_bound(terms: np.ndarray, exact: np.ndarray | None = None) -> np.ndarray:
+    """Running bound on |fl-sum - sum| after each term of one *known* sequential float32 sum
+    (a peer's loop, in its order): Σ_j min(u·|s_j|, |t_j|, |s_{j-1}|); ``exact`` marks terms
+    known without error (while all are, and every partial sum is a float32, the sum is exact)."""
+    t = np.asarray(terms, dtype=np.float64)
+    if t.size == 0:
+        return t
+    s = np.cumsum(t)
+    prev = np.concatenate([[0.0], s[:-1]])
+    step = np.minimum(np.minimum(U32 * np.abs(s), np.abs(t)), np.abs(prev))
+    step[0] = 0.0  # the first addition is 0 + t_0: exact
+    if exact is not None:
+        with np.errstate(over="ignore"):
+            f32 = s.astype(np.float32).astype(np.float64) == s
+        clean = np.cumprod(np.asarray(exact, dtype=bool) & f32).astype(bool)
+        step = np.where(clean, 0.0, step)
+    return np.cumsum(step)
+
+
+# --- softmax: ratios and normaliser ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SoftmaxModel:
+    """The float64 softmax of a row as an implementation received it, and what fp32 may do to it."""
+
+    p: np.ndarray
+    d: np.ndarray
+    """l_i - l_max (0 where l_i = -inf)."""
+    finite: np.ndarray
+    theta: float
+    """Bound on the normaliser's relative error: |Σp^ - 1| and every p^_i's common factor."""
+
+    @property
+    def elementwise_u(self) -> np.ndarray:
+        """Per-token relative error of p^_i apart from the normaliser: the rounded argument
+        (u·|d|), expf (4 u), the division or reciprocal multiply (2 u)."""
+        return np.abs(self.d) + FN_U["exp"] + 2
+
+    def rel(self) -> np.ndarray:
+        """Relative error bound of each p^_i: elementwise part plus the normaliser's."""
+        return U32 * self.elementwise_u + self.theta
+
+
+def softmax_model(row64: np.ndarray, c: Contract | None = None) -> SoftmaxModel:
+    """p, and θ: |Σp^ - 1| <= sum_bound(e)/S (the order) + 2u·Σp(|d| + 4) (an engine may
+    compute e twice: once for the normaliser, once for the output, as online softmax does) + 2u
+    (the divisions) + n·2^-126/… (outputs flushed to zero)."""
+    finite = np.isfinite(row64)
+    if not finite.any():
+        z = np.zeros(row64.size)
+        return SoftmaxModel(z, z, finite, 0.0)
+    d = np.where(finite, row64 - row64[finite].max(), 0.0)
+    e = np.where(finite, np.exp(d), 0.0)
+    s = e.sum()
+    p = e / s
+    theta = (sum_bound(e, c) / s + 2 * U32 * float((p * (np.abs(d) + FN_U["exp"])).sum()) + 2 * U32
+             + int(finite.sum()) * FTZ_FLOOR)
+    return SoftmaxModel(p, d, finite, float(theta))
 
 
 @dataclass(frozen=True)
@@ -89,8 +287,112 @@ class ErrorReport:
         return f"worst error {self.worst_u:.3g} u at index {self.index} (model allows {self.bound_u:.3g} u)"
 
 
+def check_softmax(p_hat: np.ndarray, row64: np.ndarray, c: Contract | None = None) -> tuple[ErrorReport, str | None]:
+    """An fp32 softmax of ``row64``'s finite entries, in two parts: ratios p^_i/p^_max against
+    exp(l_i - l_max) within u·(|d_i| + 6) (+ FTZ_FLOOR absolute), then |Σp^ - 1| within θ.
+    Returns the worse report (in u) and why it fails, or None."""
+    c = c or _ACTIVE[0]
+    m = softmax_model(row64, c)
+    ph = np.asarray(p_hat, dtype=np.float64)
+    if not m.finite.any():
+        return ErrorReport(0.0, 0.0, 0), None
+    if not np.isfinite(ph).all() or (ph[~m.finite] != 0).any():
+        i = int(np.flatnonzero(~np.isfinite(ph) | (~m.finite & (ph != 0)))[0])
+        return ErrorReport(math.inf, 0.0, i), f"probability {ph[i]!r} at index {i} (logit {row64[i]!r})"
+    top = int(np.argmax(np.where(m.finite, row64, -np.inf)))
+    if ph[top] <= 0:
+        return ErrorReport(math.inf, 0.0, top), f"the most probable token {top} has probability {ph[top]!r}"
+    r = np.exp(m.d)
+    allowed = r * U32 * m.elementwise_u + FTZ_FLOOR / ph[top]
+    err = np.where(m.finite, np.abs(ph / ph[top] - r), 0.0)
+    i = int(np.argmax(err / allowed))
+    unit = U32 * np.maximum(r[i], F32_TINY)
+    ratio = ErrorReport(float(err[i] / unit), float(allowed[i] / unit), i)
+    total = float(ph.sum())
+    norm = ErrorReport(abs(total - 1) / U32, m.theta / U32, -1)
+    if not ratio.ok:
+        return ratio, (f"p[{i}]/p[{top}] = {ph[i] / ph[top]:.9g}, exp(l_i - l_max) = {r[i]:.9g}: "
+                       f"{ratio.worst_u:.3g} u, the order-free model allows {ratio.bound_u:.3g} u")
+    if not norm.ok:
+        return norm, (f"Σp = {total!r}: |Σp - 1| = {norm.worst_u:.3g} u, the {c.name} contract's "
+                      f"normaliser allows {norm.bound_u:.3g} u (n = {int(m.finite.sum())})")
+    return max(ratio, norm, key=lambda rep: rep.ratio), None
+
+
+def entropy_bound(m: SoftmaxModel, c: Contract | None = None) -> float:
+    """|H^ - H| for H = -Σ p ln p computed in fp32 from the fp32 p^: each p^_i's relative error
+    ρ_i moves its term by p_i·ρ_i·|ln p_i + 1|, logf adds 2u·|ln p| per term, the product and the
+    sum's own rounding u·H, and the n-term sum of non-negative terms its ``sum_bound``."""
+    p = m.p
+    with np.errstate(divide="ignore"):
+        lnp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
+    terms = -p * lnp
+    h = float(terms.sum())
+    return float((p * m.rel() * np.abs(lnp + 1)).sum() + 3 * U32 * h + sum_bound(terms, c))
+
+
+def mass_bound(row64: np.ndarray, order: np.ndarray, k: int, c: Contract | None = None,
+               model: SoftmaxModel | None = None) -> float:
+    """How far an fp32 cumulative mass of the first ``k`` tokens of ``order`` may sit from the
+    exact one: each p^_i within its relative bound (elementwise + normaliser), then the k-term
+    sum of non-negative terms in any order ``c`` accepts (``sum_bound``)."""
+    m = model or softmax_model(row64, c)
+    idx = np.asarray(order)[:k]
+    terms = m.p[idx]
+    return float((terms * m.rel()[idx]).sum() + sum_bound(terms, c) + k * FTZ_FLOOR)
+
+
+def cdf_bound(row64: np.ndarray, c: Contract | None = None, model: SoftmaxModel | None = None) -> float:
+    """How far the CDF an inverse-CDF dist compares u with may sit from the exact one, at any
+    token: the weights' elementwise errors and the normaliser (both relative to the CDF <= 1), and
+    a scan in an order the contract accepts for a CDF. The normaliser may be any sum the contract
+    accepts (torch's CPU softmax sums 8-16 lanes in order, 32,768 terms each at n = 262,144; the
+    conforming torch_cpu member's dist picked a token ~50 past a window that held the normaliser to the CDF's orders, nightly): its error is a common
+    factor of the whole CDF, θ at the CDF's top, so only a tree-order contract narrows it."""
+    c = c or _ACTIVE[0]
+    m = model or softmax_model(row64, c)
+    n = int(m.finite.sum())
+    live = m.p > F32_TINY
+    elem = float(U32 * m.elementwise_u[live].max()) if live.any() else 0.0
+    return 2 * elem + m.theta + gamma(c.cdf_depth(n)) + n * FTZ_FLOOR
+
+
+def mass_allowance(k: int, n: int, u: float = U32) -> float:
+    """The peers' model of one llama.cpp-style decision on a float32 mass: a sequential sum of k
+    terms (2k: the k additions and the terms' own roundings) and a tree normaliser over n
+    (log2 n + 8). The suite's own brackets use ``mass_bound`` (order and row aware)."""
+    return (2 * k + log2n(n) + 8) * u
+
+
+# --- the probabilistic gate -----------------------------------------------------------------
+
+HM_LAMBDA = 1.0
+"""Gate: the 99th percentile of err/(√n·u·Σ|x|) over a case's outputs may not exceed λ = 1.
+Under Higham-Mary's model (independent mean-zero roundings) a sum of n signed terms errs by
+u·(Σ_k T_k²)^½ in root mean square, T_k the partial sums; for terms of random sign T_k ~ √k·σ,
+so err/(√n·u·Σ|x|) ~ 0.6/√n (normal operands), far below 1 once n >= 1,000 (measured on every
+conforming engine and family: <= 0.14 at K = 1,000, <= 0.058 at K = 4,096), while an operand
+rounded to 10 or 8 bits gives ~2^-11/u/(0.64·n)·√… >= 2.9 at K = 4,096. Below HM_MIN_N the worst
+case γ_n is already tight enough and the gate is off; it applies only where the strategy
+draws terms of random sign."""
+HM_QUANTILE = 0.99
+HM_MIN_N = 1000
+
+
+def hm_gate(err_u: np.ndarray, n: int, lam: float = HM_LAMBDA) -> tuple[float, bool]:
+    """(the gate statistic, whether it passes): ``err_u`` is each output's error in units of
+    u·Σ|x| of that output; the statistic is their 99th percentile over √n."""
+    if n < HM_MIN_N or np.size(err_u) == 0:
+        return 0.0, True
+    stat = float(np.quantile(np.asarray(err_u, dtype=np.float64), HM_QUANTILE) / math.sqrt(n))
+    return stat, stat <= lam
+
+
+# --- error measurements in units of u --------------------------------------------------------
+
 def softmax_error(p_hat: np.ndarray, logits64: np.ndarray, u: float = U32) -> ErrorReport:
-    """Compare an fp32 softmax (over the finite entries of ``logits64``) with the float64 one."""
+    """Whole-p relative error against the float64 softmax with a tree normaliser (⌈log2 n⌉ + 6):
+    the GPU kernels' own model (properties/gpu), not a contract the samplers are judged by."""
     finite = np.isfinite(logits64)
     m = logits64[finite].max()
     e = np.where(finite, np.exp(logits64 - m), 0.0)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from properties import profiles  # noqa: F401  (registers and loads the hypothesis profiles)
-from properties import recording
+from properties import numerics, recording
 from properties.backends import NOT_COVERED, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl
 
 
@@ -25,6 +25,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--backend", choices=("numpy", "cupy"), default=os.environ.get("LOGITCHECK_BACKEND", "numpy"),
                     help="array backend the implementation runs on")
     group.addoption("--lc-results", default=None, help="write measured results (JSON) here")
+    group.addoption("--contract", choices=tuple(numerics.CONTRACTS), default=os.environ.get("LOGITCHECK_CONTRACT", "default"),
+                    help="default: accept every correct summation order, judge inputs inside each op's domain, "
+                         "grade bad-input refusal; strict: tree-order error, overflow safety, refusal demanded")
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -32,13 +35,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     device = cupy_device_reason() or "CUDA device available"
     return [
         f"logitcheck: impl={config.getoption('--impl')} backend={config.getoption('--backend')} "
-        f"hypothesis profile={profiles.current_profile()}",
+        f"hypothesis profile={profiles.current_profile()} contract={config.getoption('--contract')}",
         f"logitcheck: numpy {np.__version__}, cupy {getattr(cp, '__version__', 'absent')} ({device}), "
         f"python {platform.python_version()}",
     ]
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    numerics.use_contract(config.getoption("--contract"))
     # --backend cupy on a machine that cannot run it must not look like a green run of skips
     if config.getoption("--backend") == "cupy":
         reason = cupy_device_reason()

@@ -190,6 +190,22 @@ def error_summary() -> dict[str, dict[str, float]]:
     return out
 
 
+_ROBUST: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+def robustness(section: str, subject: str, held: bool, what: str) -> None:
+    """Grade one out-of-contract input (``section``: "bad input" or "outside the domain"): whether
+    the implementation did what the strict contract asks (refused it, or stayed within the
+    model past overflow). Shown as a pass rate per subject; never a failure of the numerics."""
+    row = _ROBUST.setdefault((section, subject), {"section": section, "subject": subject, "checked": 0,
+                                                  "held": 0, "first_miss": ""})
+    row["checked"] += 1
+    row["held"] += int(held)
+    if not held and not row["first_miss"]:
+        row["first_miss"] = what[:300]
+    table("robustness", [dict(r, pass_rate=round(r["held"] / r["checked"], 4)) for _, r in sorted(_ROBUST.items())])
+
+
 def table(name: str, value: Any) -> None:
     """Store a named result table (order matrix, zoo kills, peer findings)."""
     TABLES[name] = value
@@ -330,7 +346,10 @@ def run_meta(config: Any, exitstatus: int) -> dict[str, Any]:
     workers = config.getoption("numprocesses", None) if config.pluginmanager.hasplugin("xdist") else None
     selection = " and ".join(f"{flag} {v}" for flag, v in (("-k", config.getoption("keyword")),
                                                           ("-m", config.getoption("markexpr"))) if v)
+    from properties import numerics
+
     return {"impl": impl, "backend": backend, "device": device(backend), "profile": profile,
+            "contract": numerics.contract().name,
             "derandomized": derandomized, "seed": None if derandomized else seed,
             "selection": selection, "workers": workers or 1,
             "date": _STARTED.isoformat(timespec="seconds"), "duration_s": round(time.monotonic() - _T0, 1),

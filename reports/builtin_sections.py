@@ -94,12 +94,6 @@ def _zoo(ctx: Context) -> str:
     return "".join(zoo_section(n, ctx.tables[n], ctx.tests) for n in names)
 
 
-@section("zoo-conforming", "Conforming implementations and near-threshold mutants", area="zoo", order=30,
-         tables=("*conforming*", "*near_threshold*"))
-def _conforming(ctx: Context) -> str:
-    return "".join(titled(n, ctx.tables[n]) for n in tables_matching(ctx, "zoo-conforming"))
-
-
 @section("gpu-backend", "Backend sampling on the device", area="gpu", order=20,
          tables=("backend_sampling*", "gpu_*", "device_*"))
 def _gpu(ctx: Context) -> str:

@@ -20,7 +20,8 @@ from typing import Any, Callable
 from reports.tables import esc, generic
 
 # Modules whose @section functions make up the page; another area adds its module here.
-SECTION_MODULES = ("reports.builtin_sections", "reports.distributions", "reports.parity_section", "reports.backend")
+SECTION_MODULES = ("reports.builtin_sections", "reports.distributions", "reports.parity_section", "reports.backend",
+                   "reports.calibration")
 
 
 @dataclass

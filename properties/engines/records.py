@@ -3,12 +3,14 @@ engine, a ``SamplerRecord`` per stage whose oracle is that engine's float64 vari
 (``oracle.engines``) and whose impl is the matching fixed-shape function (``gpu_impl.engines``).
 The generic property bodies (impl ≡ oracle, no-op, monotone, min_keep) then run unchanged.
 
-Boundary allowances (float32 impl against the float64 variant), stated per record:
-- mass thresholds (top_p): p ± (2k + log2 n + 8)·u32, ties at the boundary interchangeable;
-- probability-ratio thresholds (min_p, epsilon, eta): the threshold moved by a factor
-  exp(±4·u32·(spread + log2 n + 8)), spread = max - min finite logit (fp32 exp of x - max is
-  relative-accurate to u·|x - max|, the sum to log2 n·u); eta adds the entropy's error the same way;
-- typical: top_p's mass allowance plus llama.cpp typical's score allowance (same quantity);
+Boundary allowances (float32 impl against the float64 variant), from the numerics model
+(``properties.numerics``) under the active contract, stated per record:
+- mass thresholds (top_p): p ± the mass window of the terms the engine accumulates: the kept
+  prefix for descending engines, the removed tokens for Hugging Face and vLLM, which sort
+  ascending (``_mass``); ties at the boundary interchangeable;
+- probability thresholds (min_p, epsilon, eta): the threshold moved by its window at the
+  threshold itself (``threshold_window``: |ln p| there, not the row's spread);
+- typical: the mass window in typicality order plus llama.cpp typical's score window;
 - selections: tokens whose race / Gumbel score is within the score's fp32 rounding of the best.
 """
 from __future__ import annotations
@@ -28,8 +30,9 @@ from oracle.samplers.base import Empty, Sampler
 from properties.backends import Impl, NotCovered
 from properties.engines.selections import Gumbel, Race, gumbel_legal, race_legal, ratio_eps, uniform_rows
 from properties.samplers.record import Params, SamplerRecord
-from properties.samplers.records import _dict, _logit_key, _prob, _typical_key
-from properties.numerics import mass_allowance
+from properties.samplers.records import _dict, _logit_key, _prob
+from properties.samplers.windows import typical_key, typical_order
+from properties.numerics import U32, entropy_bound, mass_bound, softmax_model
 from properties.samplers.strategies import per_row
 
 ENGINE_NAMES = ("transformers", "vllm", "mistral.rs", "candle")
@@ -65,18 +68,61 @@ def _stage(name: str, neutral: Callable[[Params], bool], fn: Callable[[np.ndarra
     return lambda p: Empty(name) if neutral(p) else Dense(name, lambda row: fn(row, p))
 
 
-def _scaled(name: str, lo: float = 0.0, hi: float = 1.0):
+def _threshold(name: str, form: str, lo: float = 0.0, hi: float = 1.0):
+    """The probability threshold ``name`` moved by its fp32 window (``threshold_window``)."""
     def variants(params: Params, row: np.ndarray) -> list[Params]:
-        e = math.exp(ratio_eps(row, 2 * math.log(max(row.size, 2))))
         v = params[name]
-        return [params, {**params, name: min(max(v * e, lo), hi)}, {**params, name: min(max(v / e, lo), hi)}]
+        if not np.isfinite(row).any() or v <= 0:
+            return [params]
+        w = min(threshold_window(row, v, form), 700.0)
+        return [params, {**params, name: min(max(v * math.exp(w), lo), hi)},
+                {**params, name: min(max(v * math.exp(-w), lo), hi)}]
     return variants
 
 
-def _mass(name: str, record: Callable[[], SamplerRecord], lo: float = 0.0, hi: float = 1.0):
+def threshold_window(row: np.ndarray, v: float, form: str) -> float:
+    """How far (in log space) a float32 engine's decision p^_i >= threshold may sit from the
+    exact one, at the threshold itself (not over the row's spread):
+
+    - "ratio" (min_p: p_i >= v·p_max): the ratio's u·(|ln v| + 6), v's and the product's
+      rounding: u·(|ln v| + 8); the normaliser cancels;
+    - "absolute" (epsilon: p_i >= v): p_i's own bound at p = v, u·(|ln(v·S)| + 6) + θ, plus v's
+      rounding (S = Σ exp(l - max), so l - max = ln(v·S) at the threshold);
+    - "eta" (p_i >= c = min(v, √v·exp(-H))): as "absolute" at c, plus H^'s error
+      (``numerics.entropy_bound``) and 5 u for exp, sqrt and the product; doubled, because the
+      variants scale v and the √v branch moves by the square root of that factor.
+    """
+    if form == "ratio":
+        return U32 * (abs(math.log(v)) + 8)
+    m = softmax_model(row)
+    s = 1.0 / float(m.p.max())
+    if form == "absolute":
+        return U32 * (abs(math.log(v * s)) + 6) + m.theta + U32
+    h = float(-(m.p[m.p > 0] * np.log(m.p[m.p > 0])).sum())
+    c = min(v, math.sqrt(v) * math.exp(-h))
+    return 2 * (U32 * (abs(math.log(c * s)) + 6) + m.theta + entropy_bound(m) + 5 * U32)
+
+
+def _mass(name: str, record: Callable[[], SamplerRecord], lo: float = 0.0, hi: float = 1.0,
+          ascending: bool = False, order_of: Callable[[np.ndarray], np.ndarray] | None = None):
+    """``name`` ± the mass window at the crossing: descending engines accumulate the kept
+    prefix (k + 1 terms); Hugging Face and vLLM sort ascending and accumulate the *removed*
+    tokens up to the cut (n - k + 1 terms), whose float32 sum carries that many roundings."""
     def variants(params: Params, row: np.ndarray) -> list[Params]:
-        k = int(record().oracle_kept(row, params).sum())
-        d = mass_allowance(k, int(np.isfinite(row).sum()))
+        model = softmax_model(row)
+        if order_of is not None:
+            order = order_of(row)
+        else:
+            order = np.argsort(np.where(np.isfinite(row), row, -np.inf), kind="stable")
+            order = order if ascending else order[::-1]
+
+        def window(probe: Params) -> float:
+            k = int(record().oracle_kept(row, probe).sum())
+            terms = row.size - k + 1 if ascending else k + 1
+            return mass_bound(row, order, min(terms, row.size), model=model)
+
+        d = window(params)
+        d = max(d, window({**params, name: min(params[name] + d, hi)}))
         v = params[name]
         return [params, {**params, name: max(v - d, lo)}, {**params, name: min(v + d, hi)}]
     return variants
@@ -126,33 +172,36 @@ def _hf_records() -> list[SamplerRecord]:
         hf("top_p", "filter",
            lambda b, v: _dict(p=per_row(_prob((0.0, 0.5, 0.9, 0.95, 1.0), 0.0, 1.0), b), min_keep=_mk(b)),
            lambda i, x, p: engines_impl(i)("hf_top_p", x, p["p"], p["min_keep"]), lambda p: p["p"] >= 1.0,
-           lambda r, p: o_hf.top_p(r, p["p"], p["min_keep"]), variants=_mass("p", lambda: by["top_p"]),
+           lambda r, p: o_hf.top_p(r, p["p"], p["min_keep"]), variants=_mass("p", lambda: by["top_p"], ascending=True),
            key=_logit_key, noop=({"p": 1.0, "min_keep": 1},), monotone=(("p", +1, 0.0),), min_keep=True,
-           allowance="p ± (2k + log2 n + 8)·u32; equal logits at the boundary interchangeable (torch.sort is unstable)"),
+           allowance="p ± the mass window of the n - k + 1 removed tokens it accumulates ascending (each p_i within "
+                     "u·(|l_i - max| + 6) + θ, their float32 sum within its order-free bound); equal logits at "
+                     "the boundary interchangeable (torch.sort is unstable)"),
         hf("min_p", "filter",
            lambda b, v: _dict(p=per_row(_prob((0.0, 0.05, 0.1, 0.5, 1.0), 0.0, 1.0), b), min_keep=_mk(b)),
            lambda i, x, p: engines_impl(i)("hf_min_p", x, p["p"], p["min_keep"]), lambda p: p["p"] <= 0.0,
-           lambda r, p: o_hf.min_p(r, p["p"], p["min_keep"]), variants=_scaled("p"), key=_logit_key,
+           lambda r, p: o_hf.min_p(r, p["p"], p["min_keep"]), variants=_threshold("p", "ratio"), key=_logit_key,
            noop=({"p": 0.0, "min_keep": 1},), monotone=(("p", -1, 0.0),), min_keep=True,
-           allowance="threshold min_p·p_max moved by exp(±4·u32·(spread + log2 n + 8 + 2 ln n))"),
+           allowance="threshold min_p·p_max moved by exp(±u·(|ln min_p| + 8)): the ratio p_i/p_max at the "
+                     "threshold, whatever the row's spread"),
         hf("typical", "filter",
            lambda b, v: _dict(p=per_row(_prob((0.2, 0.5, 0.9, 0.95), 0.01, 0.99), b), min_keep=_mk(b)),
            lambda i, x, p: engines_impl(i)("hf_typical", x, p["p"], p["min_keep"]), lambda p: False,
-           lambda r, p: o_hf.typical(r, p["p"], p["min_keep"]), variants=_mass("p", lambda: by["typical"], 1e-12, 1 - 1e-12),
-           key=_typical_key, monotone=(("p", +1, 0.01),), min_keep=True,
-           allowance="mass ± (2k + log2 n + 8)·u32 and scores |-ln p - H| within 4·u32·(max|ln p| + H + log2 n + 8)"),
+           lambda r, p: o_hf.typical(r, p["p"], p["min_keep"]), variants=_mass("p", lambda: by["typical"], 1e-12, 1 - 1e-12, order_of=typical_order),
+           key=typical_key, monotone=(("p", +1, 0.01),), min_keep=True,
+           allowance="the mass window in typicality order, and llama.cpp typical's score window"),
         hf("epsilon", "filter",
            lambda b, v: _dict(eps=per_row(_prob((1e-4, 3e-4, 0.01, 0.1), 1e-5, 0.5), b), min_keep=_mk(b)),
            lambda i, x, p: engines_impl(i)("hf_epsilon", x, p["eps"], p["min_keep"]), lambda p: False,
-           lambda r, p: o_hf.epsilon(r, p["eps"], p["min_keep"]), variants=_scaled("eps", 1e-300, 1 - 1e-12),
+           lambda r, p: o_hf.epsilon(r, p["eps"], p["min_keep"]), variants=_threshold("eps", "absolute", 1e-300, 1 - 1e-12),
            key=_logit_key, monotone=(("eps", -1, 1e-5),), min_keep=True,
-           allowance="threshold eps moved by exp(±4·u32·(spread + log2 n + 8 + 2 ln n)) relative to p"),
+           allowance="threshold eps moved by exp(±(u·(|ln(eps·S)| + 7) + θ)): p_i's own bound at p = eps"),
         hf("eta", "filter",
            lambda b, v: _dict(eps=per_row(_prob((3e-4, 2e-3, 0.01, 0.1), 1e-5, 0.5), b), min_keep=_mk(b)),
            lambda i, x, p: engines_impl(i)("hf_eta", x, p["eps"], p["min_keep"]), lambda p: False,
-           lambda r, p: o_hf.eta(r, p["eps"], p["min_keep"]), variants=_scaled("eps", 1e-300, 1 - 1e-12),
+           lambda r, p: o_hf.eta(r, p["eps"], p["min_keep"]), variants=_threshold("eps", "eta", 1e-300, 1 - 1e-12),
            key=_logit_key, monotone=(("eps", -1, 1e-5),), min_keep=True,
-           allowance="as epsilon; the cut exp(-H) carries H's fp32 error, included in the 2 ln n term"),
+           allowance="as epsilon at the cut c = min(eps, √eps·exp(-H)), plus H's fp32 error; doubled (eps scales, √eps moves by half)"),
     ]
 
 
@@ -160,7 +209,7 @@ def _vllm_records() -> list[SamplerRecord]:
     by: dict[str, SamplerRecord] = {}
 
     def topkp_variants(params: Params, row: np.ndarray) -> list[Params]:
-        return _mass("p", lambda: by["tkp"])(params, row)
+        return _mass("p", lambda: by["tkp"], ascending=True)(params, row)
 
     def pen_bound(row: np.ndarray, p: Params) -> np.ndarray:
         c_out = np.bincount(np.asarray(_ids(p["output"]), dtype=np.int64), minlength=row.size)[: row.size]
@@ -181,7 +230,8 @@ def _vllm_records() -> list[SamplerRecord]:
         impl=lambda i, x, p: engines_impl(i)("vllm_top_k_top_p", x, p["k"], p["p"]),
         variants=topkp_variants, key=_logit_key, noop=({"k": -1, "p": 1.0}, {"k": 0, "p": 1.0}),
         tags=frozenset({"engine:vllm"}),
-        allowance="top_k exact (ties kept); top_p mass ± (2k + log2 n + 8)·u32, boundary ties interchangeable")
+        allowance="top_k exact (ties kept); top_p ± the mass window of the removed tokens accumulated ascending, "
+                  "boundary ties interchangeable")
     by["tkp"] = tkp
     return [
         tkp,
@@ -189,7 +239,7 @@ def _vllm_records() -> list[SamplerRecord]:
             name="vllm.min_p", kind="filter", impl_name="vllm_min_p",
             oracle=_stage("vllm-min-p", lambda p: p["p"] <= 0, lambda r, p: o_vllm.min_p(r, p["p"])),
             params=lambda b, v: _dict(p=per_row(_prob((0.0, 0.05, 0.1, 0.5, 1.0), 0.0, 1.0), b)),
-            impl=lambda i, x, p: engines_impl(i)("vllm_min_p", x, p["p"]), variants=_scaled("p"),
+            impl=lambda i, x, p: engines_impl(i)("vllm_min_p", x, p["p"]), variants=_threshold("p", "ratio"),
             key=_logit_key, noop=({"p": 0.0},), monotone=(("p", -1, 0.0),), tags=frozenset({"engine:vllm"}),
             allowance="as transformers.min_p; no min_tokens_to_keep"),
         SamplerRecord(
@@ -229,9 +279,9 @@ def _mistralrs_records() -> list[SamplerRecord]:
     by: dict[str, SamplerRecord] = {}
 
     def variants(params: Params, row: np.ndarray) -> list[Params]:
-        k = int(by["t"].oracle_kept(row, params).sum())
-        d = mass_allowance(k, int(np.isfinite(row).sum()))
-        e = math.exp(ratio_eps(row))
+        _, lower, upper = _mass("p", lambda: by["t"])(params, row)
+        d = max(params["p"] - lower["p"], upper["p"] - params["p"])  # the unclipped side: the window itself
+        e = math.exp(threshold_window(row, params["m"], "ratio")) if params["m"] > 0 else 1.0
         return [params, {**params, "p": params["p"] - d, "m": min(params["m"] * e, 1.0)},
                 {**params, "p": params["p"] + d, "m": params["m"] / e}]
 
@@ -252,8 +302,8 @@ def _mistralrs_records() -> list[SamplerRecord]:
                                   m=per_row(_prob((0.0, 0.05, 0.1), 0.0, 0.9), b)),
         impl=impl, variants=variants, key=lambda r, p: (r, ratio_eps(r)), tags=frozenset({"engine:mistral.rs"}),
         allowance="at T = 1: tokens are ranked by fp32 probability, so logits within 4·u32·(spread + log2 n + 8) "
-                  "are interchangeable; top_p on un-renormalised mass "
-                  "± (2k + log2 n + 8)·u32, min_p threshold as transformers.min_p (equality removed)")
+                  "are interchangeable; top_p on un-renormalised mass ± the mass window of the kept prefix, "
+                  "min_p threshold as transformers.min_p (equality removed)")
     by["t"] = rec
     return [rec]
 

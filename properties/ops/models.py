@@ -2,9 +2,10 @@
 exactly). Each returns ``(scale, bound)`` shaped like the oracle's output: the implementation
 may differ from the exact result by ``bound · u · scale`` (plus the FTZ floor).
 
-Reductions use the order-free worst case γ_n ≈ n·u (a sum or dot of n terms, whatever order or
-blocking the backend's reduction or GEMM uses), so every bound grows with the reduction
-length. Elementary functions are allowed ``numerics.FN_U[f]`` u (twice CUDA's documented
+Every reduction of n terms is the contract's model (``numerics.Contract``): ``_depth(n)`` is
+the γ index of a sum in any order the active contract accepts (default: any order, so
+sequential's n - 1; strict: a tree's ⌈log2 n⌉), ``_dot(k)`` that of a k-term dot product.
+Elementary functions are allowed ``numerics.FN_U[f]`` u (twice CUDA's documented
 single-precision maximum ulp error).
 """
 from __future__ import annotations
@@ -15,8 +16,19 @@ from typing import Any
 import numpy as np
 
 from oracle.ops.rope import rope_angles, yarn_corr_dims
+from properties import numerics
 from properties.numerics import FN_U
 from properties.ops.strategies import OpCase
+
+
+def _depth(n: Any) -> Any:
+    """γ index of an n-term sum under the active contract (elementwise over an array of n)."""
+    c = numerics.contract()
+    return np.vectorize(c.depth, otypes=[float])(n) if np.ndim(n) else c.depth(int(n))
+
+
+def _dot(k: int) -> float:
+    return numerics.contract().dot_depth(int(k))
 
 
 def _f64(a: Any) -> np.ndarray:
@@ -51,10 +63,10 @@ def _softmax_terms(case: OpCase):
 
 def softmax_model(case: OpCase, exact: np.ndarray):
     """p_i: relative (2|z_i - m| + rounded-argument terms + exp) + the same averaged over the
-    row + (n - 1) for the normaliser sum + 2 for the division."""
+    row + the normaliser sum's depth + 2 for the division."""
     p, d, E, Ebar, n, _ = _softmax_terms(case)
     ax = case.params.get("axis", -1)
-    return np.moveaxis(p, -1, ax), np.moveaxis(E + Ebar + (n - 1) + 2, -1, ax)
+    return np.moveaxis(p, -1, ax), np.moveaxis(E + Ebar + _depth(n) + 2, -1, ax)
 
 
 def log_softmax_model(case: OpCase, exact: np.ndarray):
@@ -66,13 +78,13 @@ def log_softmax_model(case: OpCase, exact: np.ndarray):
     ax = case.params.get("axis", -1)
     y = np.moveaxis(np.where(np.isfinite(exact), exact, 0.0), ax, -1)
     args = E - 2 * np.abs(d) - FN_U["exp"]  # a·(|z_i| + |m|): the roundings z carries
-    absolute = 2 * np.abs(d) + args + FN_U["exp"] + Ebar + (n - 1) + FN_U["log"] * np.abs(log_s) + np.abs(y) + 3
+    absolute = 2 * np.abs(d) + args + FN_U["exp"] + Ebar + _depth(n) + FN_U["log"] * np.abs(log_s) + np.abs(y) + 3
     scale = 1 + np.abs(d) + np.abs(y) + np.abs(log_s) + args
     return np.moveaxis(scale, -1, ax), np.moveaxis(absolute / scale, -1, ax)
 
 
 def rms_norm_model(case: OpCase, exact: np.ndarray):
-    """Relative to |x_i|·|w_i|/rms: (n + 2)/2 from the sum of squares under the square root,
+    """Relative to |x_i|·|w_i|/rms: (depth(n) + 3)/2 from the sum of squares under the square root,
     plus 12 for the row scaling, hypot, division and weight (and 1 + w)."""
     x = _f64(case.arrays["x"])
     n = x.shape[-1]
@@ -81,12 +93,12 @@ def rms_norm_model(case: OpCase, exact: np.ndarray):
     if case.params.get("unit_offset"):
         w = 1.0 + w
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.abs(x) / r * w, np.full(x.shape, (n + 2) / 2 + 12)
+        return np.abs(x) / r * w, np.full(x.shape, (_depth(n) + 3) / 2 + 12)
 
 
 def layer_norm_model(case: OpCase, exact: np.ndarray):
     """Relative to |w|·(|x_i - mean| + mean|x|)/σ + |b|: the mean's n-term sum shifts every
-    centred value by up to (n + 3)·u·mean|x|, the variance adds (n + 2)/2 under the root."""
+    centred value by up to (depth(n) + 4)·u·mean|x|, the variance adds (depth(n) + 3)/2 under the root."""
     x = _f64(case.arrays["x"])
     n = x.shape[-1]
     c = x - x.mean(axis=-1, keepdims=True)
@@ -95,7 +107,7 @@ def layer_norm_model(case: OpCase, exact: np.ndarray):
     b = np.abs(_f64(case.arrays["bias"])) if "bias" in case.arrays else np.zeros(n)
     with np.errstate(divide="ignore", invalid="ignore"):
         scale = w * (np.abs(c) + np.abs(x).mean(axis=-1, keepdims=True)) / sigma + b
-    return scale, np.full(x.shape, 1.5 * n + 16)
+    return scale, np.full(x.shape, _depth(n) + 4 + (_depth(n) + 3) / 2 + 12)
 
 
 def rope_geometry(case: OpCase) -> tuple[np.ndarray, float, np.ndarray, np.ndarray, int]:
@@ -164,7 +176,7 @@ def attention_model(case: OpCase, exact: np.ndarray, dq: np.ndarray | None = Non
     num = np.einsum("htj,jhd->htd", prob * E, np.abs(vv))
     n = vis.sum(axis=1)[None, :, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        bound = np.where(den > 0, num / den, 0.0) + Ebar + 2 * n + 4
+        bound = np.where(den > 0, num / den, 0.0) + Ebar + 2 * (_depth(n) + 1) + 4
     return den.transpose(1, 0, 2), bound.transpose(1, 0, 2)
 
 
@@ -195,9 +207,10 @@ def embedding_model(case: OpCase, exact: np.ndarray):
 
 
 def matmul_model(case: OpCase, exact: np.ndarray):
-    """γ_K: K + 2 u of (|A|·|B|)_ij, whatever the GEMM's summation order."""
+    """γ_K: the K-term dot product's depth + 2 u of (|A|·|B|)_ij (K + 2 in any order); the
+    Higham-Mary gate (OpRecord.gate) holds its 99th percentile to √K·u on top."""
     a, b = np.abs(_f64(case.arrays["a"])), np.abs(_f64(case.arrays["b"]))
-    return a @ b, np.full(exact.shape, a.shape[1] + 2.0)
+    return a @ b, np.full(exact.shape, _dot(a.shape[1]) + 2.0)
 
 
 def output_logits_model(case: OpCase, exact: np.ndarray):
@@ -205,8 +218,8 @@ def output_logits_model(case: OpCase, exact: np.ndarray):
     h, w = np.abs(_f64(case.arrays["hidden"])), np.abs(_f64(case.arrays["w_out"]))
     base = h @ w[: case.params["n_vocab"]].T
     if case.params.get("softcap", 0.0):
-        return base + np.abs(exact), np.full(exact.shape, h.shape[1] + 10.0)
-    return base, np.full(exact.shape, h.shape[1] + 2.0)
+        return base + np.abs(exact), np.full(exact.shape, _dot(h.shape[1]) + 10.0)
+    return base, np.full(exact.shape, _dot(h.shape[1]) + 2.0)
 
 
 def project_qkv_model(case: OpCase, exact: tuple[np.ndarray, ...]):
@@ -218,4 +231,4 @@ def project_qkv_model(case: OpCase, exact: tuple[np.ndarray, ...]):
         width = part.shape[1] * part.shape[2]
         scales.append(base[:, start:start + width].reshape(part.shape))
         start += width
-    return tuple(scales), tuple(np.full(part.shape, x.shape[1] + 2.0) for part in exact)
+    return tuple(scales), tuple(np.full(part.shape, _dot(x.shape[1]) + 2.0) for part in exact)

@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
 from hypothesis import strategies as st
 
 from oracle import ops as oracle_ops
+from properties.numerics import F32_MAX, gamma
 from properties.ops import models as m
 from properties.ops.strategies import (HEAD_DIMS, OpCase, attention_cases, norm_cases, rope_cases,
                                        row_cases, SEEDS)
@@ -32,6 +34,13 @@ class OpRecord:
     """None: the result is discrete and must equal the oracle's exactly."""
     allowance: str
     dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
+    gate: Callable[[OpCase], int | None] | None = None
+    """The reduction length n of the Higham-Mary gate (``numerics.hm_gate``) where the strategy
+    draws terms of random sign (products with a zero-mean operand); None: worst case only."""
+    domain: Callable[[OpCase], str | None] = lambda case: None
+    """Why a case lies outside the default contract's input domain (None: inside). Outside it
+    the result is a robustness grade, judged only by a contract that claims overflow safety."""
+    domain_text: str = "every finite input"
 
     def __repr__(self) -> str:
         return self.name
@@ -43,10 +52,17 @@ class OpRecord:
         return impl(self.fn, **case.kwargs)
 
 
+MATMUL_K = (1, 2, 16, 31, 32, 33, 64, 128, 255, 256, 257, 1000, 1023, 1024, 1025, 4095, 4096, 4097)
+MATMUL_MN_EDGES = (31, 32, 33, 63, 64, 65)
+
+
 @st.composite
 def _matmul_cases(draw, dtype: str) -> OpCase:
-    shape = {"m": draw(st.integers(1, 8), label="m"), "k": draw(st.sampled_from([1, 2, 16, 64, 128, 1000, 4096]), label="k"),
-             "n": draw(st.integers(1, 16), label="n")}
+    k = draw(st.sampled_from(MATMUL_K), label="k")
+    # tile edges for m and n too, with a small other side where K is long (cost)
+    edge = st.sampled_from(MATMUL_MN_EDGES if k <= 1025 else MATMUL_MN_EDGES[:3])
+    shape = {"m": draw(st.one_of(st.integers(1, 8), edge), label="m"), "k": k,
+             "n": draw(st.one_of(st.integers(1, 16), edge), label="n")}
     fam = draw(st.sampled_from(MATMUL_FAMS), label="family")
     return OpCase("matmul", dtype, fam, draw(SEEDS, label="seed"), shape)
 
@@ -95,6 +111,26 @@ def _rows(op: str, families: tuple[str, ...], params=st.just({}), **kw) -> Calla
 
 LOGIT_FAMS = tuple(LOGIT_FAMILIES)
 
+
+def _squares_overflow(case: OpCase, centred: bool) -> str | None:
+    """Why a norm's float32 sums overflow on this case (the default domain: Σx² and, for
+    layer_norm, |Σx| and Σ(x - mean)² representable in float32 after n roundings), or None."""
+    x = case.arrays["x"].astype(np.float64)
+    n = x.shape[-1]
+    limit = F32_MAX / (1 + gamma(n + 1))
+    with np.errstate(over="ignore"):
+        sums = [("Σx²", (x * x).sum(-1))]
+        if centred:
+            c = x - x.mean(-1, keepdims=True)
+            sums += [("|Σx|", np.abs(x).sum(-1)), ("Σ(x - mean)²", (c * c).sum(-1))]
+    for name, v in sums:
+        if not (np.abs(x).max(-1) ** 2 < limit).all() or not (v < limit).all():
+            return f"{name} = {float(np.max(v)):.3g} overflows float32 (limit {limit:.3g})"
+    return None
+
+
+NORM_DOMAIN = "rows whose float32 sums (Σx²; layer_norm also |Σx| and Σ(x - mean)²) do not overflow"
+
 OP_RECORDS: list[OpRecord] = [
     OpRecord("softmax", "softmax", _rows("softmax", LOGIT_FAMS, _softmax_params(), masks=True, axes=True),
              m.softmax_model, "p_i relative: 2|z_i - m| + 4 + argument roundings, the row's p-weighted mean of "
@@ -103,9 +139,11 @@ OP_RECORDS: list[OpRecord] = [
              m.log_softmax_model, "softmax's normaliser error + 2|z_i - m| + 2|ln S| + |y_i| + 3, relative to "
              "1 + |z_i - m| + |y_i| + |ln S|"),
     OpRecord("rms_norm", "rms_norm", lambda d: norm_cases("rms_norm", d), m.rms_norm_model,
-             "(n + 2)/2 + 12 relative to |x_i·w_i|/rms"),
+             "(n + 2)/2 + 12 relative to |x_i·w_i|/rms", domain=lambda c: _squares_overflow(c, False),
+             domain_text=NORM_DOMAIN),
     OpRecord("layer_norm", "layer_norm", lambda d: norm_cases("layer_norm", d), m.layer_norm_model,
-             "1.5n + 16 relative to |w|(|x - mean| + mean|x|)/σ + |b|"),
+             "1.5n + 16 relative to |w|(|x - mean| + mean|x|)/σ + |b|", domain=lambda c: _squares_overflow(c, True),
+             domain_text=NORM_DOMAIN),
     OpRecord("rope", "rope", lambda d: rope_cases(d), m.rope_model,
              "|theta|·(6 + 2i) + 12 relative to mscale·(pair norm); pass-through dims exact"),
     OpRecord("attention", "attention", lambda d: attention_cases(d), m.attention_model,
@@ -121,10 +159,15 @@ OP_RECORDS: list[OpRecord] = [
     OpRecord("softcap", "softcap", _rows("softcap", LOGIT_FAMS + ("wide",), st.fixed_dictionaries(
         {"cap": st.sampled_from([30.0, 50.0, 15.0, 1.0, 100.0])})), m.softcap_model, "8 u relative"),
     OpRecord("embedding", "embedding", _embedding_cases, m.embedding_model, "2 u relative (scale rounding, product)"),
-    OpRecord("matmul", "matmul", _matmul_cases, m.matmul_model, "(K + 2) u of (|A|·|B|)_ij"),
-    OpRecord("project_qkv", "project_qkv", _qkv_cases, m.project_qkv_model, "(d_model + 2) u of |x|·|W|ᵀ"),
+    OpRecord("matmul", "matmul", _matmul_cases, m.matmul_model,
+             "(K + 2) u of (|A|·|B|)_ij (a tree: ⌈log2 K⌉ + 3 under strict); K >= 1,000: the 99th "
+             "percentile of err/(√K·u·(|A|·|B|)_ij) <= 1 (B has random signs)",
+             gate=lambda c: c.shape["k"]),
+    OpRecord("project_qkv", "project_qkv", _qkv_cases, m.project_qkv_model,
+             "(d_model + 2) u of |x|·|W|ᵀ; the Higham-Mary gate as matmul", gate=lambda c: c.shape["d_model"]),
     OpRecord("output_logits", "output_logits", _logits_cases, m.output_logits_model,
-             "(d + 2) u of |h|·|W|ᵀ; with softcap (d + 10) u of that + |y|"),
+             "(d + 2) u of |h|·|W|ᵀ; with softcap (d + 10) u of that + |y|; without, the gate as matmul",
+             gate=lambda c: None if c.params.get("softcap") else c.shape["d"]),
     OpRecord("argmax", "argmax", _rows("argmax", LOGIT_FAMS), None,
              "exact: the first index of the maximum"),
 ]

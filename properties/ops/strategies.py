@@ -11,9 +11,11 @@ import numpy as np
 from hypothesis import strategies as st
 
 from properties.ops.fill import families_for, fill, ids
-from properties.samplers.strategies import DTYPES
+from properties.samplers.strategies import BLOCK_EDGES, DTYPES
 
-ROW_LENGTHS = (1, 2, 3, 5, 8, 17, 64, 100, 257, 1000, 4096)
+ROW_LENGTHS = tuple(sorted({1, 2, 3, 5, 8, 17, 100, 1000, *BLOCK_EDGES}))
+KEY_EDGES = (63, 64, 65, 127, 128, 129, 200, 255, 256, 257)
+"""Attention lengths past one and two flash tiles (16, 64 or 128 keys wide), with partial last tiles."""
 HEAD_DIMS = (2, 4, 8, 16, 32, 64, 128)
 SEEDS = st.integers(0, 2**16)
 
@@ -201,9 +203,11 @@ def rope_cases(draw, dtype: str, yarn: bool | None = None) -> OpCase:
 
 @st.composite
 def attention_cases(draw, dtype: str, *, prefill: bool = False, shuffle: bool | None = None,
-                    max_keys: int = 12) -> OpCase:
-    keys = draw(st.integers(1, max_keys), label="keys")
-    queries = keys if prefill else draw(st.integers(1, keys), label="queries")
+                    max_keys: int = 12, long: bool = True) -> OpCase:
+    keys = draw(st.one_of(st.integers(1, max_keys), st.sampled_from(KEY_EDGES)) if long else
+                st.integers(1, max_keys), label="keys")
+    # past max_keys: a few queries (decode and short chunks) over a long cache
+    queries = keys if prefill else draw(st.integers(1, min(keys, 4) if keys > max_keys else keys), label="queries")
     d = draw(st.sampled_from(HEAD_DIMS), label="head_dim")
     shape = {"keys": keys, "queries": queries, "head_dim": d,
              "v_dim": draw(st.sampled_from([d, max(1, d // 2)]), label="v_dim"),
@@ -223,7 +227,7 @@ def attention_cases(draw, dtype: str, *, prefill: bool = False, shuffle: bool | 
 def step_cases(draw, dtype: str) -> tuple[OpCase, dict[str, Any]]:
     """A prefill-shaped attention case (positions in order) plus the RoPE parameters an engine
     step applies to q and k before appending k/v to its cache."""
-    case = draw(attention_cases(dtype, prefill=True, shuffle=False, max_keys=8), label="attention")
+    case = draw(attention_cases(dtype, prefill=True, shuffle=False, max_keys=8, long=False), label="attention")
     rc = draw(rope_cases(dtype), label="rope")
     rope = dict(rc.params)
     d = case.shape["head_dim"]

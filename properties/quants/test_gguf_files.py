@@ -25,7 +25,7 @@ from properties.quants.checks import bit_mismatch
 
 logging.getLogger("gguf").setLevel(logging.WARNING)
 MODELS = [(a, w) for a in gguf_gen.ARCHS for w in gguf_gen.WTYPES]
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

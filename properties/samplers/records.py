@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from oracle import samplers as s
 from oracle.rng import Replay
 from properties.samplers.record import Params, SamplerRecord
-from properties.numerics import U32, log2n, mass_allowance
+from properties.numerics import log2n
+from properties.samplers import windows as w
 from properties.samplers.stateful import judge_mu
 from properties.samplers.strategies import floats32, per_row
 
@@ -26,90 +27,11 @@ def _logit_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
     return row, 0.0
 
 
-def _kept_count(record: SamplerRecord, row: np.ndarray, params: Params) -> int:
-    return int(record.oracle_kept(row, params).sum())
-
-
-def exact_masses(row: np.ndarray) -> bool:
-    """True when every fp32 probability and partial sum of the row is exact: 2^j equal finite
-    logits (each p = 2^-j, exp(0) = 1 and the sum 2^j are exact). There the boundary convention
-    (cum >= p or cum > p) is observable, and no rounding allowance may hide it."""
-    fin = row[np.isfinite(row)]
-    return fin.size > 0 and bool((fin == fin[0]).all()) and (fin.size & (fin.size - 1)) == 0
-
-
-def _mass_variants(name: str):
-    """p ± the fp32 cumulative-mass allowance at the oracle's crossing position (none on rows
-    whose masses are exact)."""
-    def variants(params: Params, row: np.ndarray) -> list[Params]:
-        if exact_masses(row):
-            return [params]
-        k = _kept_count(RECORDS_BY_NAME[name], row, params)
-        d = mass_allowance(k, int(np.isfinite(row).sum()))
-        return [params, {**params, "p": params["p"] - d}, {**params, "p": params["p"] + d}]
-    return variants
-
-
-def _min_p_variants(params: Params, row: np.ndarray) -> list[Params]:
-    # fp32 max + logf(p): both terms rounded, so the threshold moves by ~u·(|max| + |ln p|) each;
-    # at p == 1 both are exact (logf(1) = 0, max + 0 = max) and the threshold is the max itself
-    if params["p"] <= 0 or params["p"] == 1:
-        return [params]
-    m = float(row[np.isfinite(row)].max()) if np.isfinite(row).any() else 0.0
-    # capped: past e^±700 the variants already mean "keep only the max" and "keep everything"
-    eps = min(4 * U32 * (abs(m) + abs(math.log(params["p"])) + 1), 700.0)
-    return [params, {**params, "p": params["p"] * math.exp(eps)}, {**params, "p": params["p"] * math.exp(-eps)}]
-
-
-def _typical_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
-    finite = np.isfinite(row)
-    if not finite.any():
-        return row, 0.0
-    p = np.where(finite, np.exp(row - row[finite].max()), 0.0)
-    p /= p.sum()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        nlp = -np.log(p)
-        h = float(-np.where(p > 0, p * np.log(p), 0.0).sum())
-    spread = float(np.abs(nlp[p > 0]).max())
-    eps = 4 * U32 * (spread + h + log2n(int(finite.sum())) + 8)
-    return np.where(p > 0, -np.abs(nlp - h), -np.inf), eps
-
-
-def _sigma_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
-    finite = row[np.isfinite(row)]
-    if finite.size == 0:
-        return row, 0.0
-    n = max(params["n"], 0.0)
-    # fp32 mean/std of n terms: ~log2(n)·u relative to their magnitudes
-    eps = 4 * U32 * (abs(finite.max()) + n * (finite.std() + abs(finite.mean())) * (log2n(finite.size) + 4))
-    return row, eps
-
-
-def _sigma_variants(params: Params, row: np.ndarray) -> list[Params]:
-    """The threshold max - n·std moved by ± the key's eps (n ± eps/std): a token within eps of
-    the threshold may go either way even when no token lies beyond it (two finite logits with
-    n = 2 put the threshold exactly on the smaller one), which tie expansion alone cannot see."""
-    finite = row[np.isfinite(row)]
-    std = float(finite.std()) if finite.size else 0.0
-    if params["n"] <= 0 or std == 0:
-        return [params]
-    d = _sigma_key(row, params)[1] / std
-    lower = max(params["n"] - d, 5e-324)  # n <= 0 would switch the filter off, not move its threshold
-    return [params, {**params, "n": lower}, {**params, "n": params["n"] + d}]
-
-
 def _xtc_oracle(p: Params) -> s.Sampler:
     smp = s.xtc(p["probability"], p["threshold"], p["min_keep"], 0)
     if hasattr(smp, "rng"):
         smp.rng = Replay(floats=[p["chance"]])
     return smp
-
-
-def _xtc_variants(params: Params, row: np.ndarray) -> list[Params]:
-    if exact_masses(row):
-        return [params]
-    d = mass_allowance(8, int(np.isfinite(row).sum()))
-    return [params, {**params, "threshold": params["threshold"] - d}, {**params, "threshold": params["threshold"] + d}]
 
 
 def _bias_pairs(p: Params) -> list[tuple[int, float]]:
@@ -198,27 +120,10 @@ def _temp_ext_bound(row: np.ndarray, p: Params) -> np.ndarray:
     return np.full(row.size, 4 + (abs(p["exponent"]) + 1) * (log2n(row.size) + 12 + spread) * amp)
 
 
-def _dist_legal(row: np.ndarray, p: Params) -> np.ndarray:
-    """Tokens whose CDF interval lies within the fp32 prefix-sum allowance of u."""
-    finite = np.isfinite(row)
-    e = np.where(finite, np.exp(row - row[finite].max()), 0.0)
-    cdf = np.cumsum(e) / e.sum()
-    lo = np.concatenate([[0.0], cdf[:-1]])
-    d = mass_allowance(row.size, row.size)
-    return (e > 0) & (lo <= p["u"] + d) & (cdf >= p["u"] - d)
-
-
 def _greedy_legal(row: np.ndarray, p: Params) -> np.ndarray:
     legal = np.zeros(row.size, dtype=bool)
     legal[int(np.argmax(row))] = True
     return legal
-
-
-def _mirostat_v2_variants(params: Params, row: np.ndarray) -> list[Params]:
-    n = int(np.isfinite(row).sum())
-    dm, du = (log2n(n) + 8) * U32 * 8, mass_allowance(n, n)
-    return [{**params, "mu": params["mu"] + a, "u": min(max(params["u"] + b, 0.0), 1 - 2**-53)}
-            for a in (-dm, 0.0, dm) for b in (-du, 0.0, du)]
 
 
 def _mirostat_v2_oracle(p: Params) -> s.Sampler:
@@ -244,9 +149,10 @@ RECORDS: list[SamplerRecord] = [
         oracle=lambda p: _replayed(s.dist(0), doubles=[p["u"]]),
         params=lambda b, v: _dict(u=per_row(st.floats(0, 1, exclude_max=True), b)),
         impl=lambda impl, x, p: impl("dist", x, p["u"]),
-        allowance="the token whose CDF interval contains u; a neighbour when u is within "
-                  "(2n + log2 n + 8)·u32 of a CDF boundary (fp32 prefix sum over n tokens)",
-        legal=_dist_legal),
+        allowance="the token whose CDF interval (token order) contains u; a neighbour when u is within "
+                  "the CDF window: the weights' 2u·(max|l - max| + 6), the normaliser θ and a scan in an "
+                  "order the contract accepts for a CDF (default: blocked over 1,024 threads or better)",
+        legal=w.dist_legal),
     SamplerRecord(
         name="temp", kind="transform", impl_name="temp", oracle=lambda p: s.temp(p["t"]),
         params=lambda b, v: _dict(t=per_row(_prob((1.0, 0.0, -1.0, 0.8, 0.1, 2.0), 0.05, 4.0), b)),
@@ -277,36 +183,41 @@ RECORDS: list[SamplerRecord] = [
         params=lambda b, v: _dict(p=per_row(_prob((0.0, 0.5, 0.9, 0.95, 1.0), 0.0, 1.0), b),
                                   min_keep=per_row(st.sampled_from([0, 1, 3]), b, np.int64)),
         impl=lambda impl, x, p: impl("top_p", x, p["p"], p["min_keep"]),
-        variants=_mass_variants("top_p"), key=_logit_key, noop=({"p": 1.0, "min_keep": 0}, {"p": 1.5, "min_keep": 2}),
+        variants=w.mass_variants("top_p", w.descending), key=_logit_key, noop=({"p": 1.0, "min_keep": 0}, {"p": 1.5, "min_keep": 2}),
         monotone=(("p", +1, -math.inf),), min_keep=True,
         tags=COUNT_FIXED,
-        allowance="the crossing token may differ when the cumulative mass is within "
-                  "(2k + log2 n + 8)·u32 of p (k = tokens kept); ties at the boundary interchangeable"),
+        allowance="the crossing token may differ when the cumulative mass is within its window: each "
+                  "p_i within u·(|l_i - max| + 6) + θ (θ the normaliser's bound under the contract), the "
+                  "k-term mass within the order-free bound of a sum of non-negative terms; ties at the "
+                  "boundary interchangeable"),
     SamplerRecord(
         name="min_p", kind="filter", impl_name="min_p", oracle=lambda p: s.min_p(p["p"], p["min_keep"]),
         params=lambda b, v: _dict(p=per_row(_prob((0.0, 0.05, 0.1, 0.5, 1.0, 1.05), 0.0, 1.0), b),
                                   min_keep=per_row(st.sampled_from([0, 1, 3]), b, np.int64)),
         impl=lambda impl, x, p: impl("min_p", x, p["p"], p["min_keep"]),
-        variants=_min_p_variants, key=_logit_key, noop=({"p": 0.0, "min_keep": 0}, {"p": -1.0, "min_keep": 3}),
+        variants=w.min_p_variants, key=_logit_key, noop=({"p": 0.0, "min_keep": 0}, {"p": -1.0, "min_keep": 3}),
         monotone=(("p", -1, -math.inf),), min_keep=True,
         tags=COUNT_FIXED,
-        allowance="tokens within 4·u32·(|max logit| + |ln p| + 1) of the threshold max + ln p"),
+        allowance="tokens within u·max(|max + ln p| + 2|ln p| + 1, |ln p| + 8) of the threshold max + ln p "
+                  "(logf and one addition; or the probability form p_i >= p·p_max); exact at p = 1 on logits"),
     SamplerRecord(
         name="typical", kind="filter", impl_name="typical", oracle=lambda p: s.typical(p["p"], p["min_keep"]),
         params=lambda b, v: _dict(p=per_row(_prob((0.0, 0.5, 0.95, 1.0), 0.0, 1.0), b),
                                   min_keep=per_row(st.sampled_from([0, 1, 3]), b, np.int64)),
         impl=lambda impl, x, p: impl("typical", x, p["p"], p["min_keep"]),
-        variants=_mass_variants("typical"), key=_typical_key, noop=({"p": 1.0, "min_keep": 0},),
+        variants=w.mass_variants("typical", w.typical_order), key=w.typical_key, noop=({"p": 1.0, "min_keep": 0},),
         monotone=(("p", +1, -math.inf),), min_keep=True,
         tags=COUNT_FIXED,
-        allowance="cumulative-mass allowance as top_p, and typicality scores |-ln p - H| within "
-                  "4·u32·(max|ln p| + H + log2 n + 8) of each other are interchangeable"),
+        allowance="the mass window as top_p (in typicality order); scores |-ln p - H| within each -ln p's "
+                  "error (ρ + 2u|ln p|) plus H's (θ·Σp|ln p + 1| + the entropy sum's bound) are "
+                  "interchangeable, and so are tokens whose fp32 probability is below the normal range"),
     SamplerRecord(
         name="top_n_sigma", kind="filter", impl_name="top_n_sigma", oracle=lambda p: s.top_n_sigma(p["n"]),
         params=lambda b, v: _dict(n=per_row(_prob((-1.0, 0.0, 0.5, 1.0, 2.0, 3.0), 0.0, 5.0), b)),
-        impl=lambda impl, x, p: impl("top_n_sigma", x, p["n"]), key=_sigma_key, variants=_sigma_variants,
+        impl=lambda impl, x, p: impl("top_n_sigma", x, p["n"]), key=w.sigma_key, variants=w.sigma_variants,
         noop=({"n": 0.0}, {"n": -1.0}), monotone=(("n", +1, 1e-3),),
-        allowance="tokens within 4·u32·(|max| + n·(std + |mean|)·(log2 n + 4)) of max - n·std"),
+        allowance="tokens within u·(|max| + |thr| + nσ) + nσ·(θ_sq/2 + 3u + (δmean/σ)²/2) of max - n·σ "
+                  "(θ_sq the squares' sum bound under the contract)"),
     SamplerRecord(
         name="xtc", kind="filter", impl_name="xtc", oracle=_xtc_oracle, bracket_on="removed",
         params=lambda b, v: _dict(probability=per_row(_prob((0.0, 0.5, 1.0), 0.0, 1.0), b),
@@ -314,12 +225,12 @@ RECORDS: list[SamplerRecord] = [
                                   min_keep=per_row(st.sampled_from([0, 1, 3]), b, np.int64),
                                   chance=per_row(floats32(0, 1, exclude_max=True), b, np.float32)),
         impl=lambda impl, x, p: impl("xtc", x, p["chance"], p["probability"], p["threshold"], p["min_keep"]),
-        variants=_xtc_variants, key=_logit_key,
+        variants=w.xtc_variants, key=_logit_key,
         noop=({"probability": 0.0, "threshold": 0.1, "min_keep": 0, "chance": 0.0},
               {"probability": 1.0, "threshold": 0.6, "min_keep": 0, "chance": 0.0}),
         min_keep=True, masked_are_candidates=False,
         tags=COUNT_FIXED,
-        allowance="tokens whose probability is within (log2 n + 24)·u32 of the threshold. Judged against "
+        allowance="tokens whose probability is within t·(u·(|ln(t·S)| + 6) + θ) + u·t of the threshold t. Judged against "
                   "the oracle on the array without -inf entries: llama.cpp's min_keep test counts -inf "
                   "candidates in size (size - pos_last >= min_keep), so its own result differs between "
                   "a truncated and a masked chain"),
@@ -345,8 +256,8 @@ RECORDS: list[SamplerRecord] = [
                                   u=per_row(st.floats(0, 1, exclude_max=True), b),
                                   tau=per_row(st.sampled_from([3.0, 5.0]), b), eta=per_row(st.sampled_from([0.1, 1.0]), b)),
         impl=lambda impl, x, p: impl("mirostat_v2", x, p["mu"], p["u"], p["tau"], p["eta"]),
-        variants=_mirostat_v2_variants, judge_state=judge_mu,
-        allowance="tokens whose surprise is within (log2 n + 8)·u32 of mu, or whose CDF boundary is "
+        variants=w.mirostat_v2_variants, judge_state=judge_mu,
+        allowance="tokens whose surprise -log2 p is within (ρ at the cut)/ln 2 + 3u·mu of mu, or whose CDF boundary is "
                   "within the prefix-sum allowance of u; the updated mu within the float32 error of "
                   "mu - eta·(-log2 q - tau) for a legal survivor set (properties/samplers/stateful.py)"),
     # oracle-only samplers: invariants and the llama.cpp peer judge them

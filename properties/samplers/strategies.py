@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 
 DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
           "bfloat16": np.dtype(ml_dtypes.bfloat16)}
-SMALL_VOCABS = (1, 2, 3, 4, 5, 8, 17, 64, 100, 257, 1000, 4096)
+# block edges: one below, at and one above the warp, tile and block widths engines reduce in
+BLOCK_EDGES = (31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, 4095, 4096, 4097)
+SMALL_VOCABS = tuple(sorted({1, 2, 3, 4, 5, 8, 17, 100, 1000, *BLOCK_EDGES}))
 LARGE_VOCABS = (32000, 151936, 262144)
 
 
@@ -143,13 +145,15 @@ def vocab_sizes(max_vocab: int = 262144) -> st.SearchStrategy[int]:
 @st.composite
 def cases(draw: st.DrawFn, param_strategy: Callable[[int, int], st.SearchStrategy[dict]] | None = None,
           families: tuple[str, ...] = tuple(FAMILIES), dtypes: tuple[str, ...] = ("float32",),
-          max_batch: int = 3, max_vocab: int = 262144, min_vocab: int = 1) -> Case:
+          max_batch: int = 9, max_vocab: int = 262144, min_vocab: int = 1) -> Case:
     """A ``Case``; ``param_strategy(batch, vocab)`` draws the per-row parameters."""
     dtype = draw(st.sampled_from(dtypes), label="dtype")
     allowed = [f for f in families if dtype == "float32" or f not in FP32_ONLY]
     family = draw(st.sampled_from(allowed), label="family")
     vocab = draw(vocab_sizes(max_vocab).filter(lambda v: v >= min_vocab), label="vocab")
-    batch = draw(st.integers(1, max_batch), label="batch")
+    # batches of 5-9 too: a kernel's per-row blocks, and a parameter broadcast from the wrong row
+    batch = draw(st.integers(1, max_batch) if max_batch < 5 else
+                 st.one_of(st.integers(1, 3), st.integers(5, max_batch)), label="batch")
     seeds = tuple(draw(st.lists(st.integers(0, 2**16), min_size=batch, max_size=batch), label="seeds"))
     params = draw(param_strategy(batch, vocab), label="params") if param_strategy else {}
     return Case(family, vocab, dtype, seeds, params)

@@ -19,6 +19,7 @@ from properties.numerics import ErrorReport
 from properties.plugin import covered
 from properties.samplers import checks
 from properties.samplers.boundaries import BOUNDARY, exact_boundary_cases
+from properties.samplers.corners import corners
 from properties.samplers.record import SamplerRecord
 from properties.samplers.strategies import cases, record_cases
 
@@ -43,6 +44,8 @@ class SamplerProperty:
     """For a record-free property: the name it is recorded under."""
     max_examples: int | None = None
     """A smaller example budget where one example is expensive."""
+    corners: Callable[[SamplerRecord | None, str], tuple] = lambda r, d: ()
+    """(record, dtype) -> examples every run visits first (``properties/samplers/corners.py``)."""
 
     def uses(self, record: SamplerRecord | None) -> frozenset[str]:
         """The impl functions the body calls: a bug in any of them is this property's to find."""
@@ -78,7 +81,7 @@ def _gate_draw(r: None, d: str, min_vocab: int = 1, max_vocab: int = GOF_MAX_VOC
 
 IMPL_VS_ORACLE = SamplerProperty(
     "impl_vs_oracle", lambda r, d, **kw: record_cases(r, d, **kw), checks.check_matches_oracle,
-    calls_softmax=True)
+    calls_softmax=True, corners=corners)
 EXACT_BOUNDARY = SamplerProperty(
     "exact_boundary", lambda r, d, max_vocab=4096, **kw: exact_boundary_cases(r, d, max_vocab=max_vocab),
     checks.check_matches_oracle, applies=lambda r: r.name in BOUNDARY, calls_softmax=True)

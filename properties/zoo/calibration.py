@@ -1,225 +1,147 @@
-"""Is the judge right both ways? Run the suite's own properties against the conforming zoo (every
-failure is a false alarm) and the near-threshold zoo (every survivor is a miss).
+"""Is the judge right both ways? The conforming zoo (correct engines: every failure is a false
+alarm) and the near-threshold zoo (small bugs: every survivor is a miss), hunted by the one runner
+(``properties.zoo.runner.hunt``) with the suite's own property bodies under the active contract.
 
     python -m properties.zoo.calibration [--zoo conforming|near|all] [--only a,b] [--examples 40]
-                                         [--mode inprocess|pytest] [--jobs 2] [--json out.json]
+                                         [--contract default|strict] [--json out.json]
 
-``inprocess`` (default) imports the property bodies: the sampler bodies of the bug-zoo runner
-(``properties.zoo.runner.PROPERTIES``: impl ≡ oracle per dtype, exact boundaries, no-ops,
-monotonicity, min_keep, softmax invariants, the distribution gate, batch invariance, bad rows)
-and every op property (``properties.ops_properties.PROPERTIES``) per dtype, restricted to the
-properties that call a function the member replaces. Each runs ``--examples`` derandomized
-examples from one fixed seed, the same examples for every member, with no shrinking and without
-stopping at a failure: a row says how many examples failed and which was first.
-
-``pytest`` runs the domain's test files in a subprocess (``--impl`` the member, the ci profile,
-``--lc-results``): it adds the chain properties (truncation ≡ masking, GPU prefix / CPU suffix),
-the fixed distribution rows and determinism, at the cost of a pytest start per member.
-
-gpu_impl itself is always run as the control: a property it fails is the suite's own problem,
-and a mutant "killed" only where the control fails too is not counted as killed.
+A conforming member runs every property of each domain it replaces a function of (samplers over
+the whole vocabulary range, ops), ``--examples`` drawn examples per property plus the property's
+pinned corners, stopping a property at its first failure. A near-threshold mutant is hunted until
+its first kill; each kill is replayed on the unmutated gpu_impl (``runner.control``): a kill the
+control shares is the suite's false alarm, not a catch. The same functions build the tables the
+CI tests (``test_calibration_zoos.py``) record for the report. For the whole test files on a
+member (chains, distribution rows, determinism), run pytest on it:
+``python -m pytest --impl properties.zoo.conforming.llama_cpp_cpu``.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import importlib
 import json
-import os
-import subprocess
-import sys
-import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-import numpy as np
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from properties import numerics
+from properties.zoo import domain
+from properties.zoo.runner import Hunt, control, hunt
 
-SEED = 20260
-SAMPLER_TESTS = ("test_impl_vs_oracle.py", "test_invariants.py", "test_masking.py", "test_split_chain.py",
-                 "test_distribution.py", "test_row_contract.py", "test_boundary_conventions.py",
-                 "test_determinism.py")
-OP_TESTS = ("test_ops.py", "test_attention.py", "test_ops_bad_input.py")
-CONTROL = "gpu_impl"
+FULL_RANGE = {"min_vocab": 1, "max_vocab": 262144}
 
 
-@dataclasses.dataclass
-class Row:
-    member: str
-    prop: str
-    ran: int = 0
-    failed: int = 0
-    first: int | None = None
-    why: str = ""
-    seconds: float = 0.0
+def member_domains(member: str) -> list[tuple[str, str, frozenset[str]]]:
+    """(domain, module name, functions it replaces) for each domain the member touches."""
+    out = []
+    for dom, mod in (("samplers", f"properties.zoo.conforming.{member}"), ("ops", f"properties.zoo.conforming.{member}.ops")):
+        replaced = frozenset(importlib.import_module(mod).REPLACED)
+        if replaced:
+            out.append((dom, mod, replaced))
+    return out
 
 
-def members(zoo: str) -> list[tuple[str, str]]:
-    """(zoo, member) pairs, the control first."""
+def conforming_hunts(member: str, budget: int, backend: str = "numpy") -> list[Hunt]:
+    """Every property of every domain the member touches that calls a function it replaces."""
+    return [hunt(mod, domain(dom), budget, backend, until_first_kill=False, uses=replaced,
+                 scope=FULL_RANGE if dom == "samplers" else None)
+            for dom, mod, replaced in member_domains(member)]
+
+
+def false_alarm_rows(member: str, hunts: list[Hunt]) -> list[dict[str, Any]]:
+    """One row per (member, record): properties run, failing properties, the first failure."""
+    rows: dict[str, dict[str, Any]] = {}
+    for h in hunts:
+        for r in h.results:
+            rec = record_of(r.property)
+            row = rows.setdefault(rec, {"member": member, "record": rec, "properties": 0, "examples": 0,
+                                        "false_alarms": 0, "first": ""})
+            row["properties"] += 1
+            row["examples"] += r.ran
+            if r.killed:
+                row["false_alarms"] += 1
+                row["first"] = row["first"] or f"{r.property} (example {r.examples_to_kill}): {r.why.splitlines()[0][:240]}"
+    return list(rows.values())
+
+
+def record_of(prop: str) -> str:
+    """The record (sampler or op) a property name judges: ``impl_vs_oracle[top_p/float16]`` ->
+    top_p, ``impl_vs_oracle[matmul]/float32`` -> matmul, ``causality/bfloat16`` -> causality."""
+    inner = prop[prop.index("[") + 1:prop.index("]")] if "[" in prop else prop.split("/")[0]
+    return inner.split("/")[0]
+
+
+def near_hunt(dom: str, name: str, budget: int, backend: str = "numpy") -> tuple[Hunt, list]:
+    """A near-threshold mutant hunted to its first kill, and that kill replayed on gpu_impl."""
+    from properties.zoo.near_threshold import NEAR
+
+    mutant = next(m for m in NEAR[dom] if m.name == name)
+    found = hunt(mutant, domain(dom), budget, backend)
+    return found, control(found, domain(dom), backend)
+
+
+def kill_row(dom: str, found: Hunt, replays: list) -> dict[str, Any]:
+    from properties.zoo.near_threshold import NEAR_BY_NAME
+
+    kill = found.first_kill
+    false_kill = any(r.killed for r in replays)
+    ran = sum(r.ran for r in found.results)
+    return {"mutant": found.target, "domain": dom, "size": NEAR_BY_NAME[found.target].size,
+            "killed": kill is not None and not false_kill, "killed_by": kill.property if kill else None,
+            "examples_to_kill": ran if kill else None, "examples_run": ran, "control_fails_too": false_kill,
+            "why": kill.why.splitlines()[0][:300] if kill else ""}
+
+
+def calibrate(zoo: str = "all", only: list[str] | None = None, examples: int = 40) -> dict[str, Any]:
     from properties.zoo.conforming import MEMBERS
-    from properties.zoo.near_threshold import NEAR_MUTANTS
+    from properties.zoo.near_threshold import NEAR
 
-    out = [("control", CONTROL)]
+    out: dict[str, Any] = {"examples": examples, "contract": numerics.contract().name, "conforming": [], "near": []}
     if zoo in ("conforming", "all"):
-        out += [("conforming", m) for m in MEMBERS]
+        for m in MEMBERS:
+            if only and m not in only:
+                continue
+            start = time.perf_counter()
+            rows = false_alarm_rows(m, conforming_hunts(m, examples))
+            for r in rows:
+                r["seconds"] = round(time.perf_counter() - start, 1) if r is rows[0] else 0.0
+            out["conforming"] += rows
     if zoo in ("near", "all"):
-        out += [("near", m.name) for m in NEAR_MUTANTS]
+        for dom, mutants in NEAR.items():
+            for mutant in mutants:
+                if not only or mutant.name in only:
+                    out["near"].append(kill_row(dom, *near_hunt(dom, mutant.name, examples)))
     return out
 
 
-def modules(zoo: str, name: str):
-    """(samplers module, ops module, names of the functions the member replaces)."""
-    import importlib
-
-    if zoo == "control":
-        return importlib.import_module("gpu_impl"), importlib.import_module("gpu_impl.ops"), None
-    if zoo == "conforming":
-        s = importlib.import_module(f"properties.zoo.conforming.{name}")
-        o = importlib.import_module(f"properties.zoo.conforming.{name}.ops")
-        return s, o, set(s.REPLACED) | {f"ops.{f}" for f in o.REPLACED}
-    from properties.zoo.near_threshold import NEAR_BY_NAME, mutant_modules
-
-    m = NEAR_BY_NAME[name]
-    s, o = mutant_modules(name)
-    return s, o, {m.replaces if m.domain == "samplers" else f"ops.{m.replaces}"}
+def _md(rows: list[dict[str, Any]], keys: list[str]) -> list[str]:
+    cell = lambda v: str(v).replace("|", "\\|").replace("\n", " ")  # noqa: E731
+    return ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)] + [
+        "| " + " | ".join(cell(r.get(k, "")) for k in keys) + " |" for r in rows]
 
 
-@dataclasses.dataclass(frozen=True)
-class Prop:
-    name: str
-    uses: frozenset[str]
-    draw: Callable[[], Any]
-    body: Callable[[Any, Any], Any]
-    ops: bool
-    cap: int
-
-
-def properties(examples: int) -> list[Prop]:
-    """The in-process properties, in a fixed order (samplers as the bug-zoo runner orders them)."""
-    from properties.ops.suite import PROPERTIES as OPS
-    from properties.zoo.runner import PROPERTIES as SAMPLERS
-
-    out = [Prop(p.name, p.uses, lambda p=p: p.draw(1, 262144), p.body, False, min(p.cap, examples))
-           for p in SAMPLERS]
-    for p in OPS:
-        uses = {f"ops.{p.op}"} | ({"ops.attention"} if p.op == "attention_step" else set())
-        out += [Prop(f"{p.name}-{d}", frozenset(uses), lambda p=p, d=d: p.draw(d), p.body, True, examples)
-                for d in p.dtypes]
-    return out
-
-
-def run_one(prop: Prop, impl: Any, member: str) -> Row:
-    from properties.backends import NotCovered
-
-    row = Row(member, prop.name)
-    start = time.perf_counter()
-
-    @seed(SEED)
-    @settings(max_examples=prop.cap, derandomize=True, database=None, deadline=None,
-              phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))
-    @given(example=prop.draw())
-    def search(example: Any) -> None:
-        row.ran += 1
-        try:
-            with np.errstate(all="ignore"):
-                prop.body(impl, example)
-        except NotCovered:
-            raise
-        except Exception as exc:  # a PropertyFailure, or a crash on valid input: both fail the suite
-            row.failed += 1
-            if row.first is None:
-                kind = "" if isinstance(exc, AssertionError) else f"{type(exc).__name__}: "
-                row.first, row.why = row.ran, (kind + str(exc)).split("\nCASE")[0][:400]
-
-    try:
-        search()
-    except NotCovered as exc:
-        row.why = f"not covered: {exc}"
-    except Exception as exc:  # hypothesis could not draw (health, strategy): shown, not hidden
-        row.why = f"could not run: {type(exc).__name__}: {exc}"[:400]
-    row.seconds = round(time.perf_counter() - start, 2)
-    return row
-
-
-def run_member(zoo: str, name: str, examples: int, touched: set[str] | None = None) -> list[Row]:
-    """Every relevant property on one member; the control runs what ``touched`` names."""
-    from properties.backends import Impl
-
-    s, o, replaced = modules(zoo, name)
-    replaced = replaced if replaced is not None else touched
-    impls = (Impl(s, "numpy"), Impl(o, "numpy"))
-    return [run_one(p, impls[p.ops], name) for p in properties(examples) if p.uses & replaced]
-
-
-def run_pytest(zoo: str, name: str, examples: int) -> list[Row]:
-    """The domain's test files in a subprocess; one row per test id that did not pass."""
-    s, o, replaced = modules(zoo, name)
-    impl = {"control": "gpu_impl", "conforming": f"properties.zoo.conforming.{name}"}.get(
-        zoo, "properties.zoo.near_threshold.selected")
-    samplers = replaced is None or any(not r.startswith("ops.") for r in replaced)
-    ops = replaced is None or any(r.startswith("ops.") for r in replaced)
-    files = [f"properties/{f}" for f in (SAMPLER_TESTS if samplers else ()) + (OP_TESTS if ops else ())]
-    env = {**os.environ, "LOGITCHECK_NEAR_MUTANT": name}
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "results.json"
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "pytest", *files, "--impl", impl, "--hypothesis-profile=ci",
-                        "-p", "no:cacheprovider", "-q", "--lc-results", str(out)],
-                       env=env, capture_output=True, text=True)
-        tests = json.loads(out.read_text())["tests"] if out.exists() else []
-        seconds = round(time.perf_counter() - start, 1)
-    rows = [Row(name, t["nodeid"].split("::")[-1], 1, int(t["outcome"] == "failed"), 1 if t["outcome"] == "failed" else None,
-                t["reason"].split("\n")[0][:400]) for t in tests if t["outcome"] != "passed"]
-    return rows + [Row(name, "(pytest run)", len(tests), sum(r.failed for r in rows), None, "", seconds)]
-
-
-def _job(args: tuple) -> tuple[str, str, list[Row]]:
-    zoo, name, examples, mode, touched, outdir = args
-    rows = run_pytest(zoo, name, examples) if mode == "pytest" else run_member(zoo, name, examples, touched)
-    if outdir:  # one file per member as it finishes: a run cut short keeps what it measured
-        Path(outdir, f"{zoo}-{name}.json").write_text(json.dumps(
-            {"zoo": zoo, "member": name, "rows": [dataclasses.asdict(r) for r in rows]}))
-    return zoo, name, rows
-
-
-def calibrate(zoo: str = "all", only: list[str] | None = None, examples: int = 40, mode: str = "inprocess",
-              jobs: int = 1, outdir: str = "") -> dict[str, Any]:
-    chosen = [(z, n) for z, n in members(zoo) if not only or n in only or z == "control"]
-    touched: set[str] = set()
-    for z, n in chosen:
-        if z != "control":
-            touched |= modules(z, n)[2]
-    work = [(z, n, examples, mode, touched, outdir) for z, n in chosen]
-    if jobs > 1:
-        with ProcessPoolExecutor(jobs) as pool:
-            done = list(pool.map(_job, work))
-    else:
-        done = [_job(w) for w in work]
-    return {"examples": examples, "mode": mode, "seed": SEED,
-            "runs": [{"zoo": z, "member": n, "rows": [dataclasses.asdict(r) for r in rows]} for z, n, rows in done]}
+def markdown(res: dict[str, Any]) -> str:
+    lines = [f"Contract: {res['contract']}; {res['examples']} drawn examples per property plus its corners.", ""]
+    if res["conforming"]:
+        alarms = sum(r["false_alarms"] for r in res["conforming"])
+        lines += [f"## Conforming zoo: {alarms} false alarm(s)", ""]
+        lines += _md(res["conforming"], ["member", "record", "properties", "examples", "false_alarms", "first"])
+    if res["near"]:
+        killed = sum(r["killed"] for r in res["near"])
+        lines += ["", f"## Near-threshold zoo: {killed} of {len(res['near'])} killed", ""]
+        lines += _md(res["near"], ["mutant", "size", "killed", "killed_by", "examples_to_kill", "why"])
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    from properties.zoo.calibration_report import markdown
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--zoo", choices=("conforming", "near", "all"), default="all")
     ap.add_argument("--only", default="", help="comma-separated member / mutant names")
-    ap.add_argument("--examples", type=int, default=40, help="examples per property (ci profile: 40)")
-    ap.add_argument("--mode", choices=("inprocess", "pytest"), default="inprocess")
-    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--examples", type=int, default=40, help="drawn examples per property (ci profile: 40)")
+    ap.add_argument("--contract", choices=tuple(numerics.CONTRACTS), default="default")
     ap.add_argument("--json", default="", help="write the raw results here")
-    ap.add_argument("--outdir", default="", help="also write one JSON per member as it finishes")
-    ap.add_argument("--collect", default="", help="only tabulate the per-member files of this directory")
     a = ap.parse_args(argv)
-    if a.collect:
-        runs = [json.loads(f.read_text()) for f in sorted(Path(a.collect).glob("*.json"))]
-        order = {n: i for i, (_, n) in enumerate(members("all"))}
-        runs.sort(key=lambda r: order.get(r["member"], len(order)))
-        print(markdown({"examples": a.examples, "mode": a.mode, "seed": SEED, "runs": runs}))
-        return
-    res = calibrate(a.zoo, [s for s in a.only.split(",") if s], a.examples, a.mode, a.jobs, a.outdir)
+    numerics.use_contract(a.contract)
+    res = calibrate(a.zoo, [s for s in a.only.split(",") if s], a.examples)
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
     print(markdown(res))

@@ -25,7 +25,7 @@ import numpy as np
 import gpu_impl
 import oracle.ops as oo
 from properties.samplers.records import RECORDS_BY_NAME
-from properties.samplers.records import op_models
+from properties.ops import models as op_models
 from properties.numerics import U32, log2n, mass_allowance, softmax_error
 from properties.ops.strategies import OpCase
 from properties.samplers.strategies import make_logits
@@ -207,6 +207,43 @@ def engine_threshold_may(v: int = 1000) -> list[dict[str, Any]]:
     return out
 
 
+def tightening(v: int = 262144) -> list[dict[str, Any]]:
+    """Each bracket issue 13 changed, old allowance against the derived one on the same row
+    (old/new > 1: tighter). Old: ``mass_allowance`` for masses and the CDF (a sequential scan's
+    2k, a tree normaliser), e^{±4u(spread + log2 n + 8 + 2 ln n)} for engine probability
+    thresholds. New: ``numerics.cdf_bound``, ``mass_bound`` at the crossing, ``threshold_window``."""
+    from properties import numerics as nm
+    from properties.engines.records import threshold_window
+    from properties.engines.selections import ratio_eps
+    from properties.samplers import windows as w
+
+    out = []
+    for fam in ("flat", "zipf", "peaked", "huge"):
+        row = make_logits(fam, v, 7).astype(np.float64)
+        n = int(np.isfinite(row).sum())
+        old_cdf = mass_allowance(v, v)
+        finite = np.isfinite(row)
+        e = np.where(finite, np.exp(row - row[finite].max()), 0.0)
+        cdf = np.cumsum(e) / e.sum()
+        lo = np.concatenate([[0.0], cdf[:-1]])
+        old_legal = int(((e > 0) & (lo <= 0.5 + old_cdf) & (cdf >= 0.5 - old_cdf)).sum())
+        out.append({"bracket": "dist CDF window (u = 0.5)", "row": f"{fam}/{v}", "old": old_cdf, "new": nm.cdf_bound(row),
+                    "old_over_new": old_cdf / nm.cdf_bound(row),
+                    "legal_tokens": f"{old_legal} -> {int(w.dist_legal(row, {'u': 0.5}).sum())}"})
+        for name, order in (("top_p", w.descending(row)), ("typical", w.typical_order(row))):
+            for p in (0.5, 0.95):
+                k = int(RECORDS_BY_NAME[name].oracle_kept(row, {"p": p, "min_keep": 0}).sum())
+                old, new = mass_allowance(k, n), nm.mass_bound(row, order, min(k + 1, v))
+                out.append({"bracket": f"{name} mass (p = {p})", "row": f"{fam}/{v}", "old": old, "new": new,
+                            "old_over_new": old / new, "legal_tokens": f"k = {k}"})
+        old_thr = ratio_eps(row, 2 * math.log(max(v, 2)))
+        for form, val in (("ratio", 0.05), ("absolute", 3e-4), ("eta", 2e-3)):
+            new = threshold_window(row, val, form)
+            out.append({"bracket": f"engine {form} threshold ({val}), log-space", "row": f"{fam}/{v}", "old": min(old_thr, 700.0),
+                        "new": new, "old_over_new": min(old_thr, 700.0) / new, "legal_tokens": ""})
+    return out
+
+
 def main() -> None:
     sections = [
         ("softmax, split model", softmax_split({**engines("softmax"), **near("softmax", ("softmax_fp16_exp",))})),
@@ -219,6 +256,7 @@ def main() -> None:
                                   **near("rms_norm", ("rms_norm_eps_outside_sqrt", "rms_norm_fp16_accum"))})),
         ("min_p threshold in fp16", min_p_shift()),
         ("engine probability thresholds: undecided tokens", engine_threshold_may()),
+        ("brackets changed by issue 13: old / new", tightening()),
     ]
     for title, rows in sections:
         print(f"\n## {title}\n")

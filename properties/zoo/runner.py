@@ -51,6 +51,8 @@ class Property:
     body: Callable[[Impl, Any], Any]
     max_examples: int | None = None
     """A cap below the budget, for a property whose examples are expensive."""
+    corners: Callable[[], tuple] = lambda: ()
+    """Examples every hunt visits first, whatever the budget (a sampler's hard corners)."""
 
 
 @dataclass(frozen=True)
@@ -123,12 +125,37 @@ def default_budget() -> int:
     return settings().max_examples
 
 
+def _judge(prop: Property, impl: Impl, example: Any, out: Result) -> BaseException | None:
+    """Run the body on one example; a failure (any exception but NotCovered) is recorded as the
+    kill and returned."""
+    out.ran += 1
+    witness = copy.deepcopy(example)  # the body may write into its arguments
+    try:
+        with np.errstate(all="ignore"):  # mutants overflow by design; the property judges
+            prop.body(impl, example)
+    except NotCovered:
+        raise
+    except Exception as exc:
+        kind = "" if isinstance(exc, AssertionError) else f"{type(exc).__name__}: "
+        out.killed, out.examples_to_kill, out.witness = True, out.ran, witness
+        out.why = (kind + str(exc)).strip()
+        return exc
+    return None
+
+
 def run_property(prop: Property, impl: Impl, budget: int, scope: dict[str, Any] | None = None) -> Result:
-    """Run ``prop`` on ``impl`` until its first failure or ``budget`` examples (fewer if the
-    property caps itself)."""
+    """Run ``prop`` on ``impl``: its corners, then drawn examples until the first failure or
+    ``budget`` of them (fewer if the property caps itself)."""
     out = Result(prop.name, prop=prop)
     limit = min(budget, prop.max_examples or budget)
     error: list[BaseException] = []
+    try:
+        for corner in prop.corners():
+            if _judge(prop, impl, corner, out):
+                return out
+    except NotCovered:
+        return Result(prop.name, prop=prop)
+    drawn = [0]
 
     @seed(ZOO_SEED)
     @settings(max_examples=limit, derandomize=True, database=None, deadline=None,
@@ -137,21 +164,13 @@ def run_property(prop: Property, impl: Impl, budget: int, scope: dict[str, Any] 
     def search(example):
         if error:  # hypothesis replays the failing example once
             raise error[0]
-        if out.ran >= limit:
+        if drawn[0] >= limit:
             raise _Enough
-        out.ran += 1
-        witness = copy.deepcopy(example)  # the body may write into its arguments
-        try:
-            with np.errstate(all="ignore"):  # mutants overflow by design; the property judges
-                prop.body(impl, example)
-        except NotCovered:
-            raise
-        except Exception as exc:
-            kind = "" if isinstance(exc, AssertionError) else f"{type(exc).__name__}: "
-            out.killed, out.examples_to_kill, out.witness = True, out.ran, witness
-            out.why = (kind + str(exc)).strip()
+        drawn[0] += 1
+        exc = _judge(prop, impl, example, out)
+        if exc is not None:
             error.append(exc)
-            raise
+            raise exc
 
     try:
         search()
@@ -170,15 +189,19 @@ def _module(target: ModuleType | str) -> ModuleType:
 
 
 def hunt(target: Mutant | ModuleType | str, domain: Domain, budget: int | None = None, backend: str = "numpy",
-         until_first_kill: bool | None = None, scope: dict[str, Any] | None = None) -> Hunt:
+         until_first_kill: bool | None = None, scope: dict[str, Any] | None = None,
+         uses: frozenset[str] | None = None) -> Hunt:
     """Run the domain's properties against ``target`` (see the module docstring); ``scope``
-    overrides the draws' bounds (default: the mutant's own, or the domain's)."""
+    overrides the draws' bounds (default: the mutant's own, or the domain's); ``uses`` keeps
+    only the properties whose bodies call one of these functions (default: a mutant's
+    ``replaces``; every property for a module)."""
     budget = budget or default_budget()
     is_mutant = isinstance(target, Mutant)
     stop = is_mutant if until_first_kill is None else until_first_kill
     props = domain.properties()
-    if is_mutant and target.replaces is not None:
-        props = [p for p in props if p.uses & target.replaces]
+    uses = uses if uses is not None else target.replaces if is_mutant else None
+    if uses is not None:
+        props = [p for p in props if p.uses & uses]
     context = target.apply(_module(domain.module)) if is_mutant else contextlib.nullcontext(_module(target))
     name = target.name if is_mutant else getattr(target, "__name__", str(target))
     out = Hunt(name, domain.name, budget)

@@ -5,6 +5,12 @@
 - each emulated summation order is bit-identical to an explicit scalar loop of that order;
 - every near-threshold mutant differs from gpu_impl on an input built for its bug.
 Seconds, not minutes: fixed small inputs, no hypothesis.
+
+Then the judge itself (issue 13): every conforming member passes every property it touches
+(``test_conforming_member_has_no_false_alarm``, the false-alarm table per record in the report),
+every near-threshold mutant is killed by a property gpu_impl passes
+(``test_near_threshold_mutant_is_killed``, the kill table with examples-to-kill), and the matmul
+gate separates TF32/bf16 operands from correct GEMMs at long K.
 """
 from __future__ import annotations
 
@@ -123,3 +129,68 @@ def test_tf32_rounding_keeps_ten_bits():
     x = np.array([1 + 2.0**-10, 1 + 2.0**-11, 1 + 3 * 2.0**-11, 1 + 2.0**-12], F32)
     assert to_tf32(x).tolist() == [1 + 2.0**-10, 1.0, 1 + 2 * 2.0**-10, 1.0]  # ties to even
     assert to_tf32(np.array([3.0], F32).astype(ml_dtypes.bfloat16).astype(F32))[0] == 3.0
+
+
+# --- the judge judged: conforming engines pass, near-threshold bugs are killed ------------------
+
+CONFORMING_PER_40 = 40
+"""Drawn examples per property in the conforming hunt: one per 40 of the profile's (ci: 1, nightly:
+10), after every property's pinned corners; ``python -m properties.zoo.calibration`` runs 40."""
+_CONFORMING: dict[str, list[dict]] = {}
+_NEAR: dict[str, dict] = {}
+
+
+def _budget(per: int = 1) -> int:
+    from hypothesis import settings
+
+    return max(1, settings().max_examples // per)
+
+
+@pytest.mark.parametrize("member", MEMBERS)
+def test_conforming_member_has_no_false_alarm(impl, member):
+    """Every property of every domain the member touches (those calling a function it replaces),
+    under the active contract, on its corners and drawn examples: a failure is the judge's."""
+    from properties import recording
+    from properties.zoo.calibration import conforming_hunts, false_alarm_rows
+
+    hunts = conforming_hunts(member, _budget(CONFORMING_PER_40), impl.backend)
+    _CONFORMING[member] = false_alarm_rows(member, hunts)
+    recording.table("calibration_conforming", [r for m in MEMBERS for r in _CONFORMING.get(m, [])])
+    alarms = [f"{r.property}: {r.why.splitlines()[0][:300]}" for h in hunts for r in h.results if r.killed]
+    assert not alarms, f"{member} (a correct engine) fails {len(alarms)} propert(ies): {alarms[:3]}"
+
+
+@pytest.mark.parametrize("dom, name", [pytest.param(m.domain, m.name, id=m.name) for m in NEAR_MUTANTS])
+def test_near_threshold_mutant_is_killed(impl, dom, name):
+    """Hunted to its first kill with the profile's budget per property; the kill is replayed on
+    gpu_impl, which must pass it (else it is a false alarm, not a catch)."""
+    from properties import recording
+    from properties.zoo.calibration import kill_row, near_hunt
+
+    found, replays = near_hunt(dom, name, _budget(), impl.backend)
+    _NEAR[name] = kill_row(dom, found, replays)
+    recording.table("calibration_near", [_NEAR[m.name] for m in NEAR_MUTANTS if m.name in _NEAR])
+    assert found.killed, f"{name} survived every property that calls {', '.join(sorted(found.results[0].prop.uses))}"
+    assert not any(r.killed for r in replays), f"the kill of {name} also fails gpu_impl: {replays[0].why[:300]}"
+
+
+@pytest.mark.parametrize("k", [1024, 4096])
+def test_matmul_gate_separates_reduced_operands(k):
+    """At K where the worst case γ_K passes TF32 operands (K >= 1,024) the Higham-Mary gate fails
+    TF32 and bf16 operands on every family and passes every conforming GEMM."""
+    from properties import PropertyFailure
+    from properties.backends import Impl
+    from properties.ops.checks import check_matches_oracle
+    from properties.ops.records import MATMUL_FAMS, OP_RECORDS_BY_NAME
+    from properties.ops.strategies import OpCase
+
+    rec = OP_RECORDS_BY_NAME["matmul"]
+    correct = [gops] + [importlib.import_module(f"properties.zoo.conforming.{m}.ops") for m in MEMBERS]
+    bugs = [mutant_modules(n)[1] for n in ("matmul_tf32_inputs", "matmul_bf16_inputs")]
+    for fam in MATMUL_FAMS:
+        case = OpCase("matmul", "float32", fam, 0, {"m": 4, "k": k, "n": 8})
+        for mod in correct:
+            check_matches_oracle(Impl(mod, "numpy"), rec, case)
+        for mod in bugs:
+            with pytest.raises(PropertyFailure, match="Higham-Mary gate|exceeds the model"):
+                check_matches_oracle(Impl(mod, "numpy"), rec, case)

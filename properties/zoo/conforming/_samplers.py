@@ -188,6 +188,7 @@ def make_dist(ar: Arith, ch: Choices) -> Callable[..., np.ndarray]:
             hit = ar.scan(weight).astype(np.float64) >= u[:, None]
         i, found = first_hit(hit & (weight > 0))
         last = np.where(weight > 0, np.arange(x.shape[1]), -1).max(axis=1)  # never reached: rounding
+        last = np.where(last < 0, x.shape[1] - 1, last)  # an unchecked NaN row: the scan's end, still a token
         return np.where(found, i, last).astype(np.int64)
     return dist
 

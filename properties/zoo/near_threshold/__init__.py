@@ -1,6 +1,8 @@
 """The near-threshold mutant zoo: bugs of a few to a few thousand u, one ulp of a threshold, or
-one subtle semantic slip. Every one must be killed by the suite's properties of its domain;
-``python -m properties.zoo.calibration`` reports the kill rate and examples-to-kill.
+one subtle semantic slip. Every one must be killed by the suite's properties of its domain,
+hunted by the one runner (``properties.zoo.runner.hunt``: ``NEAR[domain]`` are its ``Mutant``s);
+``test_calibration_zoos.py`` asserts the kills, ``python -m properties.zoo.calibration`` prints
+the kill rate and examples-to-kill.
 
 ``mutant_modules(name)`` gives (samplers module, ops module): gpu_impl and gpu_impl.ops with the
 one replaced function. For a pytest run, ``--impl properties.zoo.near_threshold.selected`` with
@@ -15,6 +17,7 @@ from typing import Callable
 
 from properties.zoo.near_threshold import op_bugs as ob
 from properties.zoo.near_threshold import sampler_bugs as sb
+from properties.zoo.runner import Mutant, replaced
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,23 @@ def _patched(base: str, label: str, replaced: dict[str, Callable]) -> types.Modu
     mod.__dict__.update(replaced)
     mod.__all__ = list(module.__all__)
     return mod
+
+
+def _as_mutant(m: NearMutant) -> Mutant:
+    """The runner's view: the domain's module with the one function swapped (whole vocabulary
+    range: several of these bugs need large rows to show)."""
+    def build(base: types.ModuleType) -> types.ModuleType:
+        mod = types.ModuleType(f"{base.__name__}[{m.name}]")
+        mod.__dict__.update({k: getattr(base, k) for k in base.__all__})
+        mod.__dict__[m.replaces] = m.build(base)
+        mod.__all__ = list(base.__all__)
+        return mod
+    return Mutant(m.name, m.size, frozenset({m.replaces}), replaced(build),
+                  {"min_vocab": 1, "max_vocab": 262144} if m.domain == S else {})
+
+
+NEAR: dict[str, tuple[Mutant, ...]] = {d: tuple(_as_mutant(m) for m in NEAR_MUTANTS if m.domain == d) for d in (S, O)}
+"""The near-threshold mutants as the runner hunts them, by domain."""
 
 
 def mutant_modules(name: str) -> tuple[types.ModuleType, types.ModuleType]:

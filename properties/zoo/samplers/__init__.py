@@ -63,7 +63,8 @@ def _mutant(name: str, description: str, fn: str, factory: Factory, scope: dict 
 def _point(prop: SamplerProperty, record: SamplerRecord | None, dtype: str) -> Property:
     name = f"{prop.name}[{record.name}/{dtype}]" if record else f"{prop.name}[{prop.subject}]"
     return Property(name, prop.uses(record), lambda **scope: prop.draw(record, dtype, **scope),
-                    lambda impl, example: prop.body(impl, record, example), prop.max_examples)
+                    lambda impl, example: prop.body(impl, record, example), prop.max_examples,
+                    lambda: prop.corners(record, dtype))
 
 
 def properties() -> list[Property]:

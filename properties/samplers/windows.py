@@ -1,0 +1,180 @@
+"""The rounding windows of the samplers' decisions, each derived from the one numerics model
+(``properties.numerics``) under the active contract, on the row the implementation received.
+
+A window is how far the float32 quantity a decision compares (a cumulative mass, a probability,
+a threshold on the logits, a typicality score, a CDF) may legally sit from the float64 value:
+the record's ``variants`` move the parameter by it, or its ``key`` says which tokens are
+interchangeable within it. Every window is a bound (first order, with the stated factors), never
+a tuned constant:
+
+- mass (top_p, typical): each p^_i within its relative bound (order-free elementwise u·(|d_i| +
+  6) plus the normaliser θ), then the k-term sum in any order the contract accepts
+  (``numerics.mass_bound``);
+- min_p on logits: fl(max + logf(p32)): u·(|max + ln p| + 2|ln p| + 1) (exact at p = 1); on
+  probabilities (p^_i >= p·p^_max, the other legal form): the ratio's u·(|ln p| + 6) + p32's and
+  the product's rounding, so u·(|ln p| + 8);
+- xtc: p^_i >= t: t·(u·(|ln(t·S)| + 6) + θ) + t's rounding;
+- top_n_sigma: max - n·σ with σ from two passes: the squares' sum (``sum_bound``), the divide and
+  the root (σ·(θ_sq/2 + 3u)), the mean's error at second order, and the threshold's roundings;
+- typical's scores |-ln p^ - H^|: each -ln p^ within ρ_i + 2u·|ln p| (logf), H^ within
+  θ·Σp|ln p + 1| + uΣp(|d| + 6)|ln p + 1| + 3u·H + the sum's own bound; tokens whose fp32
+  probability is below the normal range (l - max < ln 2^-126, ±S) carry no relative precision at
+  all and are one tie group;
+- dist: ``numerics.cdf_bound``.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from properties import numerics as nm
+from properties.numerics import FN_U, U32, F32_TINY
+from properties.samplers.record import Params, SamplerRecord
+
+
+def exact_masses(row: np.ndarray) -> bool:
+    """True when every fp32 probability and partial sum of the row is exact: 2^j equal finite
+    logits (each p = 2^-j, exp(0) = 1 and the sum 2^j are exact). There the boundary convention
+    (cum >= p or cum > p) is observable, and no rounding allowance may hide it."""
+    fin = row[np.isfinite(row)]
+    return fin.size > 0 and bool((fin == fin[0]).all()) and (fin.size & (fin.size - 1)) == 0
+
+
+def descending(row: np.ndarray) -> np.ndarray:
+    return np.argsort(-np.where(np.isfinite(row), row, -np.inf), kind="stable")
+
+
+def typicality(row: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(p, score |-ln p - H|, H) over the finite entries (score +inf where p = 0)."""
+    m = nm.softmax_model(row)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nlp = -np.log(m.p)
+        h = float(-np.where(m.p > 0, m.p * np.log(m.p), 0.0).sum())
+    return m.p, np.where(m.p > 0, np.abs(nlp - h), np.inf), h
+
+
+def typical_order(row: np.ndarray) -> np.ndarray:
+    return np.argsort(typicality(row)[1], kind="stable")
+
+
+def mass_variants(record_name: str, order_of, param: str = "p", lo: float = -math.inf, hi: float = math.inf):
+    """``param`` ± the mass window at the oracle's crossing (none on rows whose masses are exact).
+
+    The window is taken at the crossing position k + 1 and again where p + window moves it."""
+    def variants(params: Params, row: np.ndarray) -> list[Params]:
+        from properties.samplers.records import RECORDS_BY_NAME
+
+        if exact_masses(row):
+            return [params]
+        rec = RECORDS_BY_NAME[record_name]
+        model = nm.softmax_model(row)
+        order = order_of(row)
+
+        def window(probe: Params) -> float:
+            k = int(rec.oracle_kept(row, probe).sum())
+            return nm.mass_bound(row, order, min(k + 1, row.size), model=model)
+
+        d = window(params)
+        d = max(d, window({**params, param: params[param] + d}))
+        v = params[param]
+        return [params, {**params, param: max(v - d, lo)}, {**params, param: min(v + d, hi)}]
+    return variants
+
+
+def min_p_window(row: np.ndarray, p: float) -> float:
+    """Absolute window of the threshold max + ln p in logit space (see the module docstring)."""
+    fin = np.isfinite(row)
+    m = float(row[fin].max()) if fin.any() else 0.0
+    lp = abs(math.log(p))
+    logits = 0.0 if p == 1 else U32 * (abs(m - lp) + 2 * lp + 1)
+    return max(logits, U32 * (lp + 8))
+
+
+def min_p_variants(params: Params, row: np.ndarray) -> list[Params]:
+    p = params["p"]
+    if p <= 0 or p > 1 or not np.isfinite(row).any():
+        return [params]
+    w = min(min_p_window(row, p), 700.0)  # past e^±700 the variants mean "only the max" / "all"
+    # nothing lies above the max: at p = 1 the window only opens downwards
+    return [params, {**params, "p": min(p * math.exp(w), 1.0)}, {**params, "p": p * math.exp(-w)}]
+
+
+def xtc_variants(params: Params, row: np.ndarray) -> list[Params]:
+    if exact_masses(row) or not np.isfinite(row).any():
+        return [params]
+    model = nm.softmax_model(row)
+    t = params["threshold"]
+    s = float(np.exp(np.where(model.finite, model.d, -np.inf)).sum())
+    d = t * (U32 * (abs(math.log(max(t * s, 1e-300))) + FN_U["exp"] + 2) + model.theta) + U32 * t
+    return [params, {**params, "threshold": t - d}, {**params, "threshold": t + d}]
+
+
+def sigma_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
+    fin = row[np.isfinite(row)]
+    if fin.size == 0:
+        return row, 0.0
+    n = max(params["n"], 0.0)
+    mean, sigma = float(fin.mean()), float(fin.std())
+    sq = (fin - mean) ** 2
+    theta_sq = nm.sum_bound(sq) / sq.sum() if sq.sum() > 0 else 0.0
+    dmean = nm.gamma(nm.contract().depth(fin.size)) * float(np.abs(fin).mean()) + U32 * abs(mean)
+    rel_sigma = theta_sq / 2 + 3 * U32 + ((dmean / sigma) ** 2 / 2 if sigma > 0 else 0.0)
+    thr = float(fin.max()) - n * sigma
+    return row, U32 * (abs(float(fin.max())) + abs(thr) + n * sigma) + n * sigma * rel_sigma
+
+
+def sigma_variants(params: Params, row: np.ndarray) -> list[Params]:
+    """The threshold max - n·std moved by ± the key's eps (n ± eps/std): a token within eps of
+    the threshold may go either way even when no token lies beyond it (two finite logits with
+    n = 2 put the threshold exactly on the smaller one), which tie expansion alone cannot see."""
+    fin = row[np.isfinite(row)]
+    std = float(fin.std()) if fin.size else 0.0
+    if params["n"] <= 0 or std == 0:
+        return [params]
+    d = sigma_key(row, params)[1] / std
+    lower = max(params["n"] - d, 5e-324)  # n <= 0 would switch the filter off, not move its threshold
+    return [params, {**params, "n": lower}, {**params, "n": params["n"] + d}]
+
+
+def typical_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
+    if not np.isfinite(row).any():
+        return row, 0.0
+    model = nm.softmax_model(row)
+    p, score, h = typicality(row)
+    normal = p >= F32_TINY
+    with np.errstate(divide="ignore"):
+        lnp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
+    rho = model.rel()
+    dh = nm.entropy_bound(model)
+    eps = float((rho[normal] + 2 * U32 * np.abs(lnp[normal])).max()) + dh if normal.any() else 0.0
+    key = -score
+    below = model.finite & ~normal
+    if below.any():  # no precision left in fp32: every such token is as typical as every other
+        key = np.where(below, key[below].min(), key)
+    return np.where(model.finite, key, -np.inf), eps
+
+
+def dist_legal(row: np.ndarray, params: Params) -> np.ndarray:
+    """Tokens whose CDF interval (token order) lies within the CDF window of u."""
+    model = nm.softmax_model(row)
+    cdf = np.cumsum(model.p)
+    lo = np.concatenate([[0.0], cdf[:-1]])
+    d = nm.cdf_bound(row, model=model)
+    return (model.p > 0) & (lo <= params["u"] + d) & (cdf >= params["u"] - d)
+
+
+def mirostat_v2_variants(params: Params, row: np.ndarray) -> list[Params]:
+    """mu ± the surprise window at the cut (-log2 p^ within ρ/ln 2 + log2f's 2u·mu, mu's own
+    rounding), u ± the CDF window of the survivors' renormalised distribution."""
+    model = nm.softmax_model(row)
+    mu = params["mu"]
+    s = float(np.exp(np.where(model.finite, model.d, -np.inf)).sum())
+    d_cut = abs(mu * math.log(2) + math.log(s))  # |l - max| of a token whose surprise is mu
+    dm = (U32 * (d_cut + FN_U["exp"] + 2) + model.theta) / math.log(2) + 2 * U32 * abs(mu) + U32 * abs(mu)
+    with np.errstate(divide="ignore"):
+        keep = -np.log2(np.where(model.p > 0, model.p, 1e-320)) <= mu + dm
+    keep[int(np.argmax(np.where(model.finite, row, -np.inf)))] = True
+    du = nm.cdf_bound(np.where(keep & model.finite, row, -np.inf))
+    return [{**params, "mu": mu + a, "u": min(max(params["u"] + b, 0.0), 1 - 2**-53)}
+            for a in (-dm, 0.0, dm) for b in (-du, 0.0, du)]
