@@ -86,7 +86,9 @@ def penalties(last_n: int, repeat: float, freq: float, present: float) -> Sample
 
 
 def logit_bias(n_vocab: int, biases: Mapping[int, float] | Iterable[tuple[int, float]]) -> Sampler:
-    """Biases are ``{token: bias}`` or (token, bias) pairs (repeats add up, as in llama.cpp);
+    """Biases are ``{token: bias}`` or (token, bias) pairs (repeats add up, as llama.cpp does on
+    an array in vocabulary order; on a sorted or truncated one it adds only a token's first entry:
+    finding logit-bias-repeated-token-searched);
     -inf suppresses a token, +inf and NaN are rejected."""
     pairs = [(int(t), float(b)) for t, b in (biases.items() if isinstance(biases, Mapping) else biases)]
     for token, value in pairs:

@@ -186,7 +186,27 @@ def _stale_sorted():
     return {"ids": q.ids.tolist()}, {"ids": cur.ids.tolist()}
 
 
+def _repeated_bias():
+    x = [0.0, 1.0, 2.0, 3.0]
+    biases = [(3, 0.5), (3, 1.0)]
+    q = _peer_apply(peer.chain([peer.top_k(4), peer.logit_bias(4, biases)]), x)
+    cur = TokenDataArray.from_logits(np.asarray(x))
+    for smp in (s.top_k(4), s.logit_bias(4, biases)):
+        smp.apply(cur)
+    return ({"logit_3": float(q.logits[list(q.ids).index(3)])},
+            {"logit_3": float(cur.logits[list(cur.ids).index(3)])})
+
+
 FINDINGS: list[Finding] = [
+    Finding("logit-bias-repeated-token-searched", "logit_bias", "llama.cpp behaviour",
+            "A token listed more than once in the bias list gets the sum of its entries only while the "
+            "array is in vocabulary order (data[t].id == t); after any sampler that sorts or truncates, "
+            "llama.cpp searches the array and its inner loop breaks at the token's first entry, so only "
+            "that entry is added. Found by the generated-chain differential (nightly, seed 0: "
+            "top_n_sigma -> typical -> logit_bias with [(3, 0.0), (3, 1.0)]). The oracle adds every entry, "
+            "as llama.cpp does in vocabulary order.",
+            "chain top_k(4) -> logit_bias([(3, +0.5), (3, +1.0)]) on logits [0, 1, 2, 3]",
+            {"logit_3": 3.5}, {"logit_3": 4.5}, _repeated_bias),
     Finding("logit-bias-stale-sorted", "logit_bias", "llama.cpp behaviour",
             "logit_bias changes logits but leaves cur_p->sorted = true, so a later top_k / top_p / min_p "
             "trusts the stale order and keeps the wrong tokens. common_sampler puts logit_bias first, so "

@@ -73,6 +73,24 @@ def _bias_tol(pre, cur, out, v):
     return np.where(np.isfinite(tol), tol, 0.0)
 
 
+def _repeated_bias_searched(pre, cur) -> bool:
+    """llama.cpp adds every entry of a token found at its own index (``data[t].id == t``), but
+    searches the others with one pass over the array that stops at the token's FIRST entry
+    (finding logit-bias-repeated-token-searched): a token listed more than once, with entries
+    whose sum differs from the first, still a candidate and not at its own index."""
+    if not hasattr(pre, "tokens"):  # no biases: nothing to search
+        return False
+    tokens, values = np.asarray(pre.tokens), np.asarray(pre.values)
+    uniq, first, counts = np.unique(tokens, return_index=True, return_counts=True)
+    for t, i0, c in zip(uniq, first, counts):
+        if c < 2 or values[tokens == t].sum() == values[i0]:
+            continue
+        at_own = t < cur.size and cur.ids[t] == t
+        if not at_own and (cur.ids == t).any():
+            return True
+    return False
+
+
 def _logit_bias(pre, cur, out, drift) -> Legal:
     """llama.cpp's logit_bias keeps the input's ``sorted`` flag, the spec clears it (finding
     logit-bias-stale-sorted). A kept flag is legal while the biased array is still in descending
@@ -80,6 +98,8 @@ def _logit_bias(pre, cur, out, drift) -> Legal:
     break the order, later samplers would trust a stale order: the finding's domain."""
     if cur.sorted and out.size > 1 and not (out.logits[:-1] >= out.logits[1:]).all():
         raise FindingDomain("logit-bias-stale-sorted")
+    if _repeated_bias_searched(pre, cur):
+        raise FindingDomain("logit-bias-repeated-token-searched")
     legal = _transform(_bias_tol)(pre, cur, out, drift)
     legal.sorted_flags = frozenset({out.sorted, cur.sorted})
     return legal

@@ -128,3 +128,15 @@ def test_logit_bias_breaking_a_sorted_order_is_the_finding():
                             (RECORDS_BY_NAME["dist"], {"seed": 0})])
     rep = generated_chain_stream(chain, "zipf", 3, 0, 5)
     assert rep.stopped.startswith("finding logit-bias-stale-sorted"), rep.stopped
+
+
+def test_repeated_bias_after_a_reorder_is_the_finding():
+    """Nightly seed 0's witness: top_n_sigma(-1) twice, typical(0), then logit_bias listing token 3
+    twice (+0, +1) on 4 peaked tokens. Once the array is sorted, llama.cpp adds only the first
+    entry (finding logit-bias-repeated-token-searched): the stream stops there, named."""
+    sigma = (RECORDS_BY_NAME["top_n_sigma"], {"n": -1.0})
+    chain = GeneratedChain([sigma, sigma, (RECORDS_BY_NAME["typical"], {"p": 0.0, "min_keep": 0}),
+                            (RECORDS_BY_NAME["logit_bias"], {"biases": [(3, 0.0), (3, 1.0)]}),
+                            (RECORDS_BY_NAME["dist"], {"seed": 0})])
+    rep = generated_chain_stream(chain, "peaked", 4, 0, 20)
+    assert rep.stopped.startswith("finding logit-bias-repeated-token-searched"), rep.stopped
