@@ -27,6 +27,17 @@ __device__ __forceinline__ lc_u32 lc_desc_key(float v) {
     return ~asc;
 }
 
+// Ascending image of a float's total order (-0.0 below +0.0; NaN excluded by the callers): an
+// integer max over it is the float max, exactly and in any order of combination.
+__device__ __forceinline__ lc_u32 lc_asc_key(float v) {
+    const lc_u32 b = __float_as_uint(v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+__device__ __forceinline__ float lc_asc_value(lc_u32 key) {
+    return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
 __device__ __forceinline__ float lc_key_value(lc_u32 key) {
     const lc_u32 asc = ~key;
     return __uint_as_float((asc & 0x80000000u) ? (asc & 0x7fffffffu) : ~asc);
@@ -75,6 +86,46 @@ __device__ float lc_block_max(float v, float* scratch) {
     if (warp == 0) {
         float w = lane < n_warps ? scratch[lane] : LC_NEG_INF;
         w = lc_warp_max(w);
+        if (lane == 0) scratch[0] = w;
+    }
+    __syncthreads();
+    return scratch[0];
+}
+
+// The "last block of a row" hand-off: every block of the row calls it after its global writes
+// (atomics included); it returns true, in all threads of exactly one block, once all the row's
+// gridDim.x blocks have arrived, and that block then sees their writes (read them with __ldcg, which
+// bypasses the non-coherent L1). The counter is reset for the next launch that shares it.
+__device__ __forceinline__ bool lc_last_of_row(unsigned int* done, int* flag) {
+    __syncthreads();  // this block's writes are issued
+    if (threadIdx.x == 0) {
+        __threadfence();  // ... and visible device-wide before the ticket
+        const unsigned int ticket = atomicAdd(done, 1u);
+        *flag = ticket == gridDim.x - 1;
+        if (*flag) {
+            *done = 0u;
+            __threadfence();
+        }
+    }
+    __syncthreads();
+    return *flag;
+}
+
+__device__ __forceinline__ lc_u32 lc_block_max_u32(lc_u32 v, lc_u32* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        const lc_u32 u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = u > v ? u : v;
+    }
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        lc_u32 w = lane < n_warps ? scratch[lane] : 0u;
+        for (int o = 16; o > 0; o >>= 1) {
+            const lc_u32 u = __shfl_xor_sync(0xffffffffu, w, o);
+            w = u > w ? u : w;
+        }
         if (lane == 0) scratch[0] = w;
     }
     __syncthreads();

@@ -154,26 +154,58 @@ extern "C" __global__ void lc_window_cut(const lc_u64* __restrict__ win, const i
     act_ge[row] = (st == 1 || st == 2) && mpp > 0.0f;
 }
 
-// One thread per row: the prefix length of rows the window left open, from the row-wide mass
-// select (status 1) and min_p count (count_ge); act_sel marks the rows that still need their n-th
-// element found (lc_select_init with n_sel).
+// One thread per row, for rows the window left open (status != 0): their prefix length from the
+// row-wide mass select (status 1) and min_p count (count_ge). Where that prefix is the mass
+// crossing itself, or exactly the logits >= min_p's threshold, its (c, cut) is known and written to
+// keep; the other rows are marked in act_sel for one more select of their n_sel-th element.
 extern "C" __global__ void lc_chain_finish(const int B, const lc_i64 V, const int* __restrict__ status,
-                                           const lc_i64* __restrict__ n_out, const lc_i64* __restrict__ mass_n,
+                                           const lc_i64* __restrict__ n_out, const float* __restrict__ mass_c,
+                                           const lc_i64* __restrict__ mass_cut, const lc_i64* __restrict__ mass_n,
                                            const lc_i64* __restrict__ mk_p, const float* __restrict__ mp,
                                            const lc_i64* __restrict__ mk_m, const unsigned long long* __restrict__ count_ge,
-                                           const int* __restrict__ first_only, lc_i64* __restrict__ n_sel,
-                                           int* __restrict__ act_sel) {
+                                           const float* __restrict__ thr, const int* __restrict__ first_only,
+                                           float* __restrict__ keep_c, lc_i64* __restrict__ keep_cut,
+                                           lc_i64* __restrict__ n_sel, int* __restrict__ act_sel) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
     const int st = status[b];
-    act_sel[b] = st != 0;
-    if (st == 0) { n_sel[b] = n_out[b]; return; }
-    lc_i64 n = n_out[b];
+    act_sel[b] = 0;
+    if (st == 0) { n_sel[b] = n_out[b]; return; }  // keep was written by lc_window_cut
+    lc_i64 n = n_out[b], ge = -1;
     if (st == 1) n = lc_min64(lc_max64(mass_n[b], mk_p[b]), V);
     if ((st == 1 || st == 2) && mp[b] > 0.0f) {
-        const lc_i64 need = lc_min64(lc_max64(mk_m[b], 1), V), ge = (lc_i64)count_ge[b];
+        const lc_i64 need = lc_min64(lc_max64(mk_m[b], 1), V);
+        ge = (lc_i64)count_ge[b];
         n = lc_min64(n, ge >= need ? ge : need);
     }
     if (first_only[b]) n = 1;
     n_sel[b] = n;
+    if (st == 1 && n == mass_n[b]) {  // the prefix is the crossing
+        keep_c[b] = mass_c[b];
+        keep_cut[b] = mass_cut[b];
+    } else if (n == ge) {  // the first ge elements are exactly those >= thr
+        keep_c[b] = thr[b];
+        keep_cut[b] = V;
+    } else {
+        act_sel[b] = 1;
+    }
+}
+
+// One thread per row: the chain parameters of top_p alone (top_k, min_p and temp off) from its
+// validated per-row p and min_keep, into the plan's columns (filters.py's plan layout).
+extern "C" __global__ void lc_plan_top_p(const int B, const lc_i64 V, const float* __restrict__ p,
+                                         const lc_i64* __restrict__ min_keep, lc_i64* __restrict__ n_k,
+                                         lc_i64* __restrict__ n_win, lc_i64* __restrict__ mk_p, lc_i64* __restrict__ mk_m,
+                                         float* __restrict__ pp, float* __restrict__ mp, float* __restrict__ t,
+                                         int* __restrict__ first_only) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    n_k[b] = V;
+    n_win[b] = lc_min64(V, LC_WIN);
+    mk_p[b] = min_keep[b];
+    mk_m[b] = 0;
+    pp[b] = p[b];
+    mp[b] = 0.0f;
+    t[b] = 1.0f;
+    first_only[b] = 0;
 }
