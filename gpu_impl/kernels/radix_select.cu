@@ -12,7 +12,7 @@
 
 #define LC_BINS 2048
 #define LC_BINS_PER_THREAD (LC_BINS / LC_THREADS)
-#define LC_FX_ONE 1099511627776.0  // 2^40: fixed-point unit of exp(x - max) in [0, 1]; V < 2^24
+#define LC_FX_ONE_F 1099511627776.0f  // 2^40: fixed-point unit of exp(x - max) in [0, 1]; V < 2^24
 #define LC_NONE 0x7fffffff
 
 // flags of a select (mirrored in select.py)
@@ -88,36 +88,37 @@ __device__ LcSelect lc_select_start(lc_i64 b, lc_i64 V, int flags, const lc_i64*
 
 #define LC_UNROLL 4
 
+// One logit into the block's histogram. The fixed-point mass is e * 2^40 rounded (exact scaling
+// in float, then one rounding to an integer < 2^40), added as two 32-bit words: a 64-bit shared
+// atomicAdd is a compare-and-swap loop on this hardware, a 32-bit one is native. The low word's
+// wrap is seen by the one add that causes it, which carries into the high word: the sum is exact.
 __device__ __forceinline__ void lc_hist_add(float v, lc_i64 col, const LcSelect& s, int shift, lc_u32 digits,
-                                            lc_u32* cnt, lc_u64* mass) {
+                                            lc_u32* cnt, lc_u32* mass_lo, lc_u32* mass_hi) {
     if (!lc_in_prefix(v, col, s.lo_value, s.lo_cut)) return;
     const lc_u32 key = lc_desc_key(v);
     if ((key & s.mask) != s.prefix) return;
     const lc_u32 d = (key >> shift) & digits;
     atomicAdd(&cnt[d], 1u);
     if (s.mode) {
-        const lc_u64 fx = __double2ull_rn((double)expf(v - s.row_max) * LC_FX_ONE);
-        if (fx) atomicAdd(&mass[d], fx);
+        const lc_u64 fx = __float2ull_rn(expf(v - s.row_max) * LC_FX_ONE_F);
+        const lc_u32 lo = (lc_u32)fx, hi = (lc_u32)(fx >> 32);
+        const lc_u32 before = lo ? atomicAdd(&mass_lo[d], lo) : 0u;
+        const lc_u32 carry = hi + (before + lo < before ? 1u : 0u);
+        if (carry) atomicAdd(&mass_hi[d], carry);
     }
 }
 
 // Run by the last block of a row after a pass (LC_THREADS threads, LC_BINS_PER_THREAD consecutive
-// bins each), with the block's own histogram arrays as scratch: picks the first bin, in
-// descending value order, where the running count reaches kk or the running mass reaches the
-// target, narrows the state to it, writes it to *out, and zeroes the row's histogram for the next
-// pass. Sums are integers, so every split of the row gives the same bin.
-__device__ void lc_radix_choose(LcSelect s, const int pass, lc_u32* __restrict__ hc, lc_u64* __restrict__ hm,
-                                lc_u32* cnt, lc_u64* mass, LcSelect* __restrict__ out) {
+// bins each) on the row's histogram, copied into the block's own shared arrays: picks the first
+// bin, in descending value order, where the running count reaches kk or the running mass reaches
+// the target, narrows the state to it and writes it to *out. Sums are integers, so every split of
+// the row gives the same bin.
+__device__ void lc_radix_choose(LcSelect s, const int pass, const lc_u32* cnt, const lc_u64* mass,
+                                LcSelect* __restrict__ out) {
     __shared__ lc_u64 scratch[33];
     __shared__ int chosen, last_nonempty;
     const int t = threadIdx.x, first = t * LC_BINS_PER_THREAD;
-    for (int i = t; i < LC_BINS; i += blockDim.x) {  // the row's histogram, read once and cleared
-        cnt[i] = __ldcg(hc + i);
-        hc[i] = 0u;
-        if (s.mode) { mass[i] = __ldcg(hm + i); hm[i] = 0ull; }
-    }
     if (t == 0) { chosen = LC_NONE; last_nonempty = -1; }
-    __syncthreads();
     lc_u64 c_mine = 0ull, m_mine = 0ull;
     for (int j = first; j < first + LC_BINS_PER_THREAD; ++j) {
         c_mine += cnt[j];
@@ -182,13 +183,14 @@ __device__ void lc_radix_choose(LcSelect s, const int pass, lc_u32* __restrict__
 // grid (blocks_per_row, B), LC_THREADS threads; block x covers columns [x * span, (x + 1) * span).
 // One digit pass: the block's histogram in shared memory, added to the row's; the row's last
 // block then chooses the bin. Pass 0 reads the call's arguments, later passes the row state.
-extern "C" __global__ void lc_radix_pass(const float* __restrict__ x, const lc_i64 V, const lc_i64 span, const int pass,
-                                         const int flags, const lc_i64* __restrict__ n, const float* __restrict__ p,
-                                         const float* __restrict__ row_max, const int* __restrict__ active,
-                                         const float* __restrict__ lo_value, const lc_i64* __restrict__ lo_cut,
-                                         unsigned char* __restrict__ ws) {
-    __shared__ lc_u32 cnt[LC_BINS];
-    __shared__ lc_u64 mass[LC_BINS];
+// (launch bounds: 48 registers, 5 blocks per SM, no spills; 6 would spill)
+extern "C" __global__ void __launch_bounds__(LC_THREADS, 5)
+lc_radix_pass(const float* __restrict__ x, const lc_i64 V, const lc_i64 span, const int pass, const int flags,
+              const lc_i64* __restrict__ n, const float* __restrict__ p, const float* __restrict__ row_max,
+              const int* __restrict__ active, const float* __restrict__ lo_value, const lc_i64* __restrict__ lo_cut,
+              unsigned char* __restrict__ ws) {
+    __shared__ __align__(16) lc_u32 cnt[LC_BINS];  // 16-byte copies of the row's histogram land here
+    __shared__ __align__(16) lc_u64 mass[LC_BINS];
     __shared__ int last;
     const lc_i64 row = blockIdx.y;
     const LcSelectWs w = lc_select_ws(ws, gridDim.y);
@@ -197,6 +199,8 @@ extern "C" __global__ void lc_radix_pass(const float* __restrict__ x, const lc_i
         if (pass == 0 && blockIdx.x == 0 && threadIdx.x == 0) w.st[row] = s;
         return;
     }
+    lc_u32* mass_lo = reinterpret_cast<lc_u32*>(mass);  // the block's mass as two words per bin
+    lc_u32* mass_hi = mass_lo + LC_BINS;
     for (int i = threadIdx.x; i < LC_BINS; i += blockDim.x) { cnt[i] = 0u; mass[i] = 0ull; }
     __syncthreads();
     const int shift = lc_shift(pass);
@@ -219,24 +223,51 @@ extern "C" __global__ void lc_radix_pass(const float* __restrict__ x, const lc_i
             for (int u = 0; u < LC_UNROLL; ++u) {
                 const lc_i64 col = 4 * (base + (lc_i64)u * blockDim.x);
                 if (col >= hi) continue;
-                lc_hist_add(buf[u].x, col, s, shift, digits, cnt, mass);
-                lc_hist_add(buf[u].y, col + 1, s, shift, digits, cnt, mass);
-                lc_hist_add(buf[u].z, col + 2, s, shift, digits, cnt, mass);
-                lc_hist_add(buf[u].w, col + 3, s, shift, digits, cnt, mass);
+                lc_hist_add(buf[u].x, col, s, shift, digits, cnt, mass_lo, mass_hi);
+                lc_hist_add(buf[u].y, col + 1, s, shift, digits, cnt, mass_lo, mass_hi);
+                lc_hist_add(buf[u].z, col + 2, s, shift, digits, cnt, mass_lo, mass_hi);
+                lc_hist_add(buf[u].w, col + 3, s, shift, digits, cnt, mass_lo, mass_hi);
             }
         }
     } else {
         for (lc_i64 col = lo + threadIdx.x; col < hi; col += blockDim.x)
-            lc_hist_add(xr[col], col, s, shift, digits, cnt, mass);
+            lc_hist_add(xr[col], col, s, shift, digits, cnt, mass_lo, mass_hi);
     }
     __syncthreads();
     lc_u32* hc = w.hist_count + row * LC_BINS;
     lc_u64* hm = w.hist_mass + row * LC_BINS;
     for (int i = threadIdx.x; i < LC_BINS; i += blockDim.x) {
         if (cnt[i]) atomicAdd(&hc[i], cnt[i]);
-        if (mass[i]) atomicAdd(&hm[i], mass[i]);
+        const lc_u64 m = ((lc_u64)mass_hi[i] << 32) | mass_lo[i];
+        if (m) atomicAdd(&hm[i], m);
     }
-    if (lc_last_of_row(&w.done[row * 4 + pass], &last)) lc_radix_choose(s, pass, hc, hm, cnt, mass, &w.st[row]);
+    if (!lc_last_of_row(&w.done[row * 4 + pass], &last)) return;
+    // the last block: the row's histogram into this block's shared arrays and cleared for the next
+    // pass, 16-byte loads all in flight before the first use (the row waits on this block alone)
+    {
+        uint4 c4[LC_BINS / 4 / LC_THREADS];
+#pragma unroll
+        for (int k = 0; k < LC_BINS / 4 / LC_THREADS; ++k)
+            c4[k] = __ldcg(reinterpret_cast<const uint4*>(hc) + threadIdx.x + k * LC_THREADS);
+        if (s.mode) {
+            ulonglong2 m2[LC_BINS / 2 / LC_THREADS];
+#pragma unroll
+            for (int k = 0; k < LC_BINS / 2 / LC_THREADS; ++k)
+                m2[k] = __ldcg(reinterpret_cast<const ulonglong2*>(hm) + threadIdx.x + k * LC_THREADS);
+#pragma unroll
+            for (int k = 0; k < LC_BINS / 2 / LC_THREADS; ++k) {
+                reinterpret_cast<ulonglong2*>(mass)[threadIdx.x + k * LC_THREADS] = m2[k];
+                reinterpret_cast<ulonglong2*>(hm)[threadIdx.x + k * LC_THREADS] = make_ulonglong2(0ull, 0ull);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < LC_BINS / 4 / LC_THREADS; ++k) {
+            reinterpret_cast<uint4*>(cnt)[threadIdx.x + k * LC_THREADS] = c4[k];
+            reinterpret_cast<uint4*>(hc)[threadIdx.x + k * LC_THREADS] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+    __syncthreads();
+    lc_radix_choose(s, pass, cnt, mass, &w.st[row]);
 }
 
 // Same grid: writes value[b], cut[b] (id of the last kept tie) and n[b] (prefix length) for rows

@@ -162,7 +162,8 @@ extern "C" __global__ void lc_chain_finish(const int B, const lc_i64 V, const in
                                            const lc_i64* __restrict__ n_out, const float* __restrict__ mass_c,
                                            const lc_i64* __restrict__ mass_cut, const lc_i64* __restrict__ mass_n,
                                            const lc_i64* __restrict__ mk_p, const float* __restrict__ mp,
-                                           const lc_i64* __restrict__ mk_m, const unsigned long long* __restrict__ count_ge,
+                                           const lc_i64* __restrict__ mk_m,
+                                           const unsigned long long* __restrict__ count_ge,
                                            const float* __restrict__ thr, const int* __restrict__ first_only,
                                            float* __restrict__ keep_c, lc_i64* __restrict__ keep_cut,
                                            lc_i64* __restrict__ n_sel, int* __restrict__ act_sel) {
@@ -195,7 +196,8 @@ extern "C" __global__ void lc_chain_finish(const int B, const lc_i64 V, const in
 // validated per-row p and min_keep, into the plan's columns (filters.py's plan layout).
 extern "C" __global__ void lc_plan_top_p(const int B, const lc_i64 V, const float* __restrict__ p,
                                          const lc_i64* __restrict__ min_keep, lc_i64* __restrict__ n_k,
-                                         lc_i64* __restrict__ n_win, lc_i64* __restrict__ mk_p, lc_i64* __restrict__ mk_m,
+                                         lc_i64* __restrict__ n_win, lc_i64* __restrict__ mk_p,
+                                         lc_i64* __restrict__ mk_m,
                                          float* __restrict__ pp, float* __restrict__ mp, float* __restrict__ t,
                                          int* __restrict__ first_only) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;

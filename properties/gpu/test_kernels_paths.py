@@ -49,7 +49,9 @@ def test_min_p_fallback_eager_and_captured(family, short, shape, monkeypatch):
     np.testing.assert_array_equal(eager.get(), want)
     calls.clear()
     graph = _captured(lambda: filters.min_p_rows(*args))
-    assert len(calls) == 2, "under capture the fallback must always be launched (warm-up and captured call)"
+    # the warm-up call before the capture is eager (takes the fallback only with short rows); the
+    # captured call must launch it whatever the rows
+    assert len(calls) == (2 if short else 1), "under capture the fallback must always be launched"
     np.testing.assert_array_equal(graph.get(), want)
 
 
