@@ -141,10 +141,13 @@ def chain_rows(x: Any, row_max: Any, plan: ChainPlan, out_max: Any = None) -> An
     sel = ws[:sel_bytes]
     fill, count = ws[sel_bytes:sel_bytes + 4 * B].view(cp.int32), ws[sel_bytes + 8 * B:].view(cp.uint64)
     window = empty_prefix(cp, B)
-    nth_element(x, plan.n_win, None, window, ws=sel)
-    win = cp.empty((B, WIN), cp.uint64)
+    win, pending = cp.empty((B, WIN), cp.uint64), cp.empty(B, cp.int32)
+    # the select's last launch gathers the window of rows whose prefix needs no tie ids (most);
+    # the gather launch does the others and returns at once elsewhere
+    nth_element(x, plan.n_win, None, window, ws=sel, gather=(win, fill, pending))
     cols, per_row = span(B, V)
-    fn("lc_window_gather")((per_row, B), (THREADS,), (x, i64(V), window.c, window.cut, i64(cols), win, fill))
+    fn("lc_window_gather")((per_row, B), (THREADS,), (x, i64(V), window.c, window.cut, i64(cols), pending, win,
+                                                         fill))
     # chunk partials: the normaliser of rows whose survivors the window may not hold (never read
     # in a plan that is not wide, where x stands in for them)
     part = row_stats(x) if plan.wide else x

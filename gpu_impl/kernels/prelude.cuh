@@ -10,6 +10,7 @@
 #define LC_THREADS 256
 #define LC_CHUNK 4096
 #define LC_ITEMS (LC_CHUNK / LC_THREADS)
+#define LC_WIN 1024  // the chain's window (window.cu); also the threads per block of lc_window_cut
 
 typedef unsigned int lc_u32;
 typedef unsigned long long lc_u64;
@@ -245,4 +246,42 @@ __device__ void lc_combine_partials(const float2* __restrict__ part, int n_chunk
         }
     s = lc_warp_sum(s);
     if (lane == 0) { *m_out = m; *s_out = s; }
+}
+
+// Appends (desc key << 32 | id) of the elements of columns [lo, hi) that lie in the row's prefix
+// (c, cut) to the row's window w (LC_WIN slots, arbitrary order; the window kernel sorts) through
+// the row's fill counter. Every thread of the block calls it (warp appends), with the same range;
+// vec: float4 loads (16-byte aligned row, V and lo multiples of 4).
+__device__ void lc_gather_span(const float* __restrict__ xr, const lc_i64 lo, const lc_i64 hi, const bool vec,
+                               const float cv, const lc_i64 ct, lc_u64* __restrict__ w, int* fill) {
+    if (vec) {  // up to four appends per thread
+        const float4* x4 = reinterpret_cast<const float4*>(xr);
+        for (lc_i64 base = lo >> 2; base < (hi >> 2); base += blockDim.x) {  // same trip count for every lane
+            const lc_i64 q = base + threadIdx.x;
+            const float4 f = q < (hi >> 2) ? x4[q] : make_float4(LC_NEG_INF, LC_NEG_INF, LC_NEG_INF, LC_NEG_INF);
+            const float v[4] = {f.x, f.y, f.z, f.w};
+            bool keep[4];
+            int n = 0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                keep[j] = q < (hi >> 2) && lc_in_prefix(v[j], 4 * q + j, cv, ct);
+                n += keep[j];
+            }
+            int slot = lc_warp_append(n, fill);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (keep[j]) {
+                    if (slot < LC_WIN) w[slot] = ((lc_u64)lc_desc_key(v[j]) << 32) | (lc_u64)(4 * q + j);
+                    ++slot;
+                }
+        }
+        return;
+    }
+    for (lc_i64 base = lo; base < hi; base += blockDim.x) {  // same trip count for every lane
+        const lc_i64 col = base + threadIdx.x;
+        const float v = col < hi ? xr[col] : LC_NEG_INF;
+        const bool keep = col < hi && lc_in_prefix(v, col, cv, ct);
+        const int slot = lc_warp_append(keep ? 1 : 0, fill);
+        if (keep && slot < LC_WIN) w[slot] = ((lc_u64)lc_desc_key(v) << 32) | (lc_u64)col;
+    }
 }

@@ -21,6 +21,7 @@
 #define LC_SEL_LO 4         // count only inside the earlier prefix (lo_value[b], lo_cut[b])
 #define LC_SEL_N_RANGE 8    // a row runs only if 0 < n[b] < V (top_k's k: else the filter is off)
 #define LC_SEL_WRITE_ALL 16 // rows that do not run get the whole row as their prefix (else stay as they are)
+#define LC_SEL_GATHER 32    // lc_radix_finish also gathers each row's prefix into its window (lc_gather_span)
 
 struct LcSelect {
     lc_i64 kk;          // count goal: rank (1-based) still to find inside the current bin
@@ -274,9 +275,12 @@ lc_radix_pass(const float* __restrict__ x, const lc_i64 V, const lc_i64 span, co
 // that ran (and, with LC_SEL_WRITE_ALL, the whole row for those that did not). Only a row whose
 // prefix takes some but not all of its ties needs their ids: each block counts the ties in its
 // span, and the row's last block finds the span holding the need-th one and scans it.
+// With LC_SEL_GATHER (the chain's window), the rows whose prefix is known here are also gathered
+// into win/fill by every block of the row; pending[b] = 1 marks the others for lc_window_gather.
 extern "C" __global__ void lc_radix_finish(const float* __restrict__ x, const lc_i64 V, const lc_i64 span,
                                            const int flags, unsigned char* __restrict__ ws, float* __restrict__ value,
-                                           lc_i64* __restrict__ cut, lc_i64* __restrict__ n) {
+                                           lc_i64* __restrict__ cut, lc_i64* __restrict__ n, lc_u64* __restrict__ win,
+                                           int* __restrict__ fill, int* __restrict__ pending) {
     __shared__ lc_u32 scratch[32];
     __shared__ int last;
     __shared__ lc_i64 blk, rank, found;
@@ -284,20 +288,28 @@ extern "C" __global__ void lc_radix_finish(const float* __restrict__ x, const lc
     const lc_i64 row = blockIdx.y;
     const LcSelectWs w = lc_select_ws(ws, gridDim.y);
     const LcSelect s = w.st[row];
-    const bool lead = blockIdx.x == 0 && threadIdx.x == 0;
+    const bool lead = blockIdx.x == 0 && threadIdx.x == 0, gather = flags & LC_SEL_GATHER;
+    const float* xr = x + row * V;
     if (!s.active) {
         if ((flags & LC_SEL_WRITE_ALL) && lead) { value[row] = LC_NEG_INF; cut[row] = V; n[row] = V; }
+        if (gather && lead) pending[row] = 1;
         return;
     }
     if (s.need >= s.eq) {  // every tie is kept: no id needed beyond the restriction's own
+        const lc_i64 ct = s.value == s.lo_value ? s.lo_cut : V;
         if (lead) {
             value[row] = s.value;
-            cut[row] = s.value == s.lo_value ? s.lo_cut : V;
+            cut[row] = ct;
             n[row] = s.above + s.need;
+            if (gather) pending[row] = 0;
+        }
+        if (gather) {
+            const lc_i64 lo = (lc_i64)blockIdx.x * span, hi = lc_min64(lo + span, V);
+            lc_gather_span(xr, lo, hi, lc_vec_ok(xr, V) && (span & 3) == 0, s.value, ct, win + row * LC_WIN,
+                           &fill[row]);
         }
         return;
     }
-    const float* xr = x + row * V;
     {
         const lc_i64 lo = (lc_i64)blockIdx.x * span, hi = lc_min64(lo + span, V);
         lc_u32 c = 0u;
@@ -341,5 +353,6 @@ extern "C" __global__ void lc_radix_finish(const float* __restrict__ x, const lc
         value[row] = s.value;
         cut[row] = found;
         n[row] = s.above + s.need;
+        if (gather) pending[row] = 1;
     }
 }

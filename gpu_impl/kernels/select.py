@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 from gpu_impl.kernels._build import BINS, STATE_BYTES, THREADS, fn, i32, i64, span
 
 # flags of a select (radix_select.cu's LC_SEL_*)
-MASS, ACTIVE, LO, N_RANGE, WRITE_ALL = 1, 2, 4, 8, 16
+MASS, ACTIVE, LO, N_RANGE, WRITE_ALL, GATHER = 1, 2, 4, 8, 16, 32
 
 
 class Prefix(NamedTuple):
@@ -40,7 +40,7 @@ def select_workspace(B: int, V: int) -> Any:
 
 
 def _select(x: Any, flags: int, out: Prefix, n: Any = None, p: Any = None, row_max: Any = None, active: Any = None,
-            lo: Prefix | None = None, ws: Any = None) -> None:
+            lo: Prefix | None = None, ws: Any = None, gather: tuple[Any, Any, Any] | None = None) -> None:
     B, V = x.shape
     cols, per_row = span(B, V)
     ws = select_workspace(B, V) if ws is None else ws
@@ -53,16 +53,22 @@ def _select(x: Any, flags: int, out: Prefix, n: Any = None, p: Any = None, row_m
             x if active is None else active, x if lo is None else lo.c, x if lo is None else lo.cut)
     for digit_pass in range(3):
         fn("lc_radix_pass")((per_row, B), (THREADS,), (x, i64(V), i64(cols), i32(digit_pass), i32(flags), *rows, ws))
-    fn("lc_radix_finish")((per_row, B), (THREADS,), (x, i64(V), i64(cols), i32(flags), ws, out.c, out.cut, out.n))
+    if gather is not None:
+        flags |= GATHER
+    win, fill, pending = (x, x, x) if gather is None else gather
+    fn("lc_radix_finish")((per_row, B), (THREADS,), (x, i64(V), i64(cols), i32(flags), ws, out.c, out.cut, out.n,
+                                                     win, fill, pending))
 
 
 def nth_element(x: Any, n: Any, active: Any, out: Prefix, lo: Prefix | None = None, *, flags: int = 0,
-                ws: Any = None) -> None:
+                ws: Any = None, gather: tuple[Any, Any, Any] | None = None) -> None:
     """Writes into ``out`` the ``n[b]``-th element (1-based, clipped to [1, V]) of every running
     row (``active[b] != 0``, every row when ``active`` is None), counting only the prefix ``lo``
     when given; other rows of ``out`` are left as they are (``flags=WRITE_ALL``: the whole row).
-    ``n`` is int64 and ``active`` int32, as the kernels read them."""
-    _select(x, flags, out, n=n, active=active, lo=lo, ws=ws)
+    ``n`` is int64 and ``active`` int32, as the kernels read them. ``gather = (win, fill,
+    pending)``: the last launch also appends each row's prefix to its window where it is known
+    there, and marks in ``pending`` (int32) the rows left to ``lc_window_gather``."""
+    _select(x, flags, out, n=n, active=active, lo=lo, ws=ws, gather=gather)
 
 
 def mass_crossing(x: Any, p: Any, row_max: Any, active: Any, out: Prefix, lo: Prefix | None = None, *,

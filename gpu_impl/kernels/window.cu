@@ -2,49 +2,18 @@
 // the radix select) are gathered, block-sorted in shared memory and scanned there; only the
 // rows the window cannot decide go on to the row-wide searches (lc_chain_finish).
 
-#define LC_WIN 1024  // window size; also the threads per block of lc_window_cut (one key each)
-
-// grid (blocks_per_row, B): appends (desc key << 32 | id) of the row's prefix (c, cut), which
-// holds exactly fill_goal = min(W, V) elements, to win[b]. Slot order is arbitrary; the window
-// kernel sorts.
+// grid (blocks_per_row, B): the window of the rows whose select left it pending (a prefix that
+// splits its ties is known only once the select has finished; lc_radix_finish gathers the others):
+// appends the row's prefix (c, cut), which holds exactly min(n_win, V) elements, to win[b].
 extern "C" __global__ void lc_window_gather(const float* __restrict__ x, const lc_i64 V, const float* __restrict__ c,
                                             const lc_i64* __restrict__ cut, const lc_i64 span,
-                                            lc_u64* __restrict__ win, int* __restrict__ fill) {
+                                            const int* __restrict__ pending, lc_u64* __restrict__ win,
+                                            int* __restrict__ fill) {
     const lc_i64 row = blockIdx.y, lo = (lc_i64)blockIdx.x * span, hi = lc_min64(lo + span, V);
-    const float cv = c[row];
-    const lc_i64 ct = cut[row];
+    if (!pending[row]) return;
     const float* xr = x + row * V;
-    lc_u64* w = win + row * LC_WIN;
-    if (lc_vec_ok(xr, V) && (span & 3) == 0) {  // float4 loads; up to four appends per thread
-        const float4* x4 = reinterpret_cast<const float4*>(xr);
-        for (lc_i64 base = lo >> 2; base < (hi >> 2); base += blockDim.x) {  // same trip count for every lane
-            const lc_i64 q = base + threadIdx.x;
-            const float4 f = q < (hi >> 2) ? x4[q] : make_float4(LC_NEG_INF, LC_NEG_INF, LC_NEG_INF, LC_NEG_INF);
-            const float v[4] = {f.x, f.y, f.z, f.w};
-            bool keep[4];
-            int n = 0;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                keep[j] = q < (hi >> 2) && lc_in_prefix(v[j], 4 * q + j, cv, ct);
-                n += keep[j];
-            }
-            int slot = lc_warp_append(n, &fill[row]);
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                if (keep[j]) {
-                    if (slot < LC_WIN) w[slot] = ((lc_u64)lc_desc_key(v[j]) << 32) | (lc_u64)(4 * q + j);
-                    ++slot;
-                }
-        }
-        return;
-    }
-    for (lc_i64 base = lo; base < hi; base += blockDim.x) {  // same trip count for every lane
-        const lc_i64 col = base + threadIdx.x;
-        const float v = col < hi ? xr[col] : LC_NEG_INF;
-        const bool keep = col < hi && lc_in_prefix(v, col, cv, ct);
-        const int slot = lc_warp_append(keep ? 1 : 0, &fill[row]);
-        if (keep && slot < LC_WIN) w[slot] = ((lc_u64)lc_desc_key(v) << 32) | (lc_u64)col;
-    }
+    lc_gather_span(xr, lo, hi, lc_vec_ok(xr, V) && (span & 3) == 0, c[row], cut[row], win + row * LC_WIN,
+                   &fill[row]);
 }
 
 // One block of LC_WIN threads per row. Parameters per row: n_k (top_k's prefix, V when off),
