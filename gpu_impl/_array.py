@@ -90,10 +90,16 @@ def as_logits(logits: Any, name: str = "logits") -> tuple[ModuleType, Any, Any]:
     if x.shape[0] < 1 or x.shape[1] < 1:
         raise ValueError(f"{name} must have batch >= 1 and vocab >= 1, got shape {tuple(x.shape)}")
     x = _to_float32(xp, x, name)
-    row_max = x.max(axis=1)  # NaN propagates through max, so one reduction finds NaN and +inf
-    bad = ~(row_max < np.inf)
-    if bool(bad.any()):
-        rows = xp.nonzero(bad)[0].tolist()
+    if on_device(xp, x):  # one fused read (gpu_impl.kernels.row_max); one word comes back
+        from gpu_impl.kernels import row_max as device_row_max
+        x = xp.ascontiguousarray(x)
+        row_max, n_bad = device_row_max(x)
+        any_bad = int(n_bad) > 0
+    else:
+        row_max = x.max(axis=1)  # NaN propagates through max, so one reduction finds NaN and +inf
+        any_bad = bool((~(row_max < np.inf)).any())
+    if any_bad:
+        rows = xp.nonzero(~(row_max < np.inf))[0].tolist()
         raise ValueError(f"{name} rows {rows} contain NaN or +inf (after conversion to float32)")
     return xp, x, row_max
 

@@ -9,10 +9,10 @@ from gpu_impl.kernels.dist import dist_rows
 from gpu_impl.kernels.filters import (ChainPlan, chain_rows, mask_prefix, min_p_rows, plan_chain, top_k_rows,
                                       top_p_rows)
 from gpu_impl.kernels.select import nth_largest
-from gpu_impl.kernels.softmax_rows import row_stats, softmax_rows
+from gpu_impl.kernels.softmax_rows import row_max, row_stats, softmax_rows
 
 CUDA_SOURCES: dict[str, str] = {"logitcheck_kernels": cuda_source()}
 
-__all__ = ["CUDA_SOURCES", "ENTRY_POINTS", "WIN", "fits", "softmax_rows", "row_stats", "nth_largest",
+__all__ = ["CUDA_SOURCES", "ENTRY_POINTS", "WIN", "fits", "row_max", "softmax_rows", "row_stats", "nth_largest",
            "top_k_rows", "min_p_rows", "top_p_rows", "mask_prefix", "ChainPlan", "plan_chain", "chain_rows",
            "dist_rows"]

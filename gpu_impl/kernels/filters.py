@@ -1,7 +1,8 @@
 """top_k, min_p, top_p and the fused llama.cpp chain on device. Each finds, per row, the prefix
 of the (descending value, ascending id) order that survives, as its last element (c, cut), then
 writes the output in one elementwise pass. Parameters arrive validated (gpu_impl's wrappers do
-that on the host); nothing here synchronises with the host, so a chain can be graph-captured.
+that on the host); nothing in top_k, top_p or the chain synchronises with the host, so they can
+be graph-captured (min_p reads one word when it is not being captured, to skip its fallback).
 """
 from __future__ import annotations
 
@@ -11,77 +12,95 @@ from typing import Any
 import numpy as np
 
 from gpu_impl.kernels._build import THREADS, WIN, fn, grid1, i32, i64, n_chunks, span
-from gpu_impl.kernels.select import Prefix, keep_all, mass_crossing, nth_element
+from gpu_impl.kernels.select import (N_RANGE, WRITE_ALL, Prefix, empty_prefix, mass_crossing, nth_element,
+                                     select_ws_bytes)
+from gpu_impl.kernels.softmax_rows import row_max as device_row_max
 from gpu_impl.kernels.softmax_rows import row_stats
 
+MASK_DIVIDE, MASK_ONLY = 1, 2  # mask.cu's LC_MASK_*
 
-def mask_prefix(x: Any, keep: Prefix, t: Any = None) -> Any:
-    """float32 [B, V]: ``x`` (divided by ``t[b]`` when given) on each row's prefix, -inf elsewhere."""
+
+def mask_prefix(x: Any, keep: Prefix, t: Any = None, *, only: Any = None, out: Any = None) -> Any:
+    """float32 [B, V]: ``x`` (divided by ``t[b]`` when given) on each row's prefix, -inf elsewhere.
+    With ``only`` (int32 [B]) just those rows are written, into ``out``."""
     import cupy as cp
     B, V = x.shape
-    y = cp.empty_like(x)
-    tt = t if t is not None else keep.c  # never read when use_t == 0
-    fn("lc_mask_prefix")((n_chunks(V), B), (THREADS,), (x, i64(V), keep.c, keep.cut, tt, i32(t is not None), y))
+    y = cp.empty_like(x) if out is None else out
+    flags = (MASK_DIVIDE if t is not None else 0) | (MASK_ONLY if only is not None else 0)
+    fn("lc_mask_prefix")((n_chunks(V), B), (THREADS,), (x, i64(V), keep.c, keep.cut, x if t is None else t,
+                                                         x if only is None else only, i32(flags), y))
     return y
 
 
-def count_ge(x: Any, thr: Any, active: Any) -> Any:
-    """uint64 [B]: #{x >= thr[b]} for active rows (0 elsewhere)."""
+def count_ge(x: Any, thr: Any, active: Any, count: Any = None) -> Any:
+    """uint64 [B]: #{x >= thr[b]} added to ``count`` (zeros when None) for active (int32) rows."""
     import cupy as cp
     B, V = x.shape
-    count = cp.zeros(B, cp.uint64)
+    count = cp.zeros(B, cp.uint64) if count is None else count
     cols, per_row = span(B, V)
-    fn("lc_count_ge")((per_row, B), (THREADS,), (x, i64(V), thr, active.astype(cp.int32, copy=False), i64(cols), count))
+    fn("lc_count_ge")((per_row, B), (THREADS,), (x, i64(V), thr, active, i64(cols), count))
     return count
 
 
 def top_k_rows(x: Any, k: Any) -> Any:
     """top_k for int64 ``k`` [B]: rows with ``0 < k < V`` keep their first k; others are copied."""
     import cupy as cp
-    B, V = x.shape
-    keep = keep_all(cp, B, V)
-    nth_element(x, k, (k > 0) & (k < V), keep)
+    keep = empty_prefix(cp, x.shape[0])
+    nth_element(x, k.astype(cp.int64, copy=False), None, keep, flags=N_RANGE | WRITE_ALL)
     return mask_prefix(x, keep)
 
 
 def min_p_rows(x: Any, row_max: Any, p: Any, min_keep: Any) -> Any:
     """min_p: keep ``x >= max + ln p`` (float32); rows where fewer than ``max(min_keep, 1)``
-    survive keep that many first instead. ``p <= 0`` rows are copied."""
+    survive keep that many first instead. ``p <= 0`` rows are copied. ``row_max`` and ``p`` are
+    float32, ``min_keep`` int64."""
     import cupy as cp
-
-    from gpu_impl._array import above_zero, widen_exact
     B, V = x.shape
-    active = above_zero(cp, p)
-    # ln p in float64 from the exact widening (CuPy's float32 kernels flush a subnormal p to 0,
-    # and ln 0 = -inf would keep every token)
-    log_p = cp.log(cp.where(active, widen_exact(cp, p.astype(cp.float32)), 1.0)).astype(cp.float32)
-    thr = (row_max + log_p).astype(cp.float32)
-    need = cp.minimum(cp.maximum(min_keep, 1), V)
-    short = active & (count_ge(x, thr, active).astype(cp.int64) < need)
-    # threshold rows: (c, cut) = (thr, V) keeps exactly x >= thr
-    keep = Prefix(cp.where(active, thr, cp.float32(-np.inf)).astype(cp.float32), cp.full(B, V, cp.int64),
-                  cp.full(B, V, cp.int64))
-    nth_element(x, need, short, keep)
-    return mask_prefix(x, keep)
+    y = cp.empty_like(x)
+    ws = cp.zeros(3 * B + 1, cp.uint32)  # count, done, short (mask.cu's lc_min_p_mask), n_short
+    fn("lc_min_p_mask")((n_chunks(V), B), (THREADS,), (x, i64(V), row_max.astype(cp.float32, copy=False),
+                                                        p.astype(cp.float32, copy=False),
+                                                        min_keep.astype(cp.int64, copy=False), ws, y))
+    short = ws[2 * B:3 * B].view(cp.int32)
+    # the min_keep fallback: in a captured graph its kernels always run (rows that are not short
+    # return at once); launched eagerly, one read of n_short skips them when no row is short
+    if cp.cuda.get_current_stream().is_capturing() or int(ws[3 * B]):
+        keep = empty_prefix(cp, B)
+        nth_element(x, min_keep.astype(cp.int64, copy=False), short, keep)
+        mask_prefix(x, keep, only=short, out=y)
+    return y
 
 
 @dataclass
 class ChainPlan:
-    """Device parameters of top_k -> top_p -> min_p -> temp, validated and made on the host.
+    """Device parameters of top_k -> top_p -> min_p -> temp, one int64/float32/int32 column each
+    (views of one buffer, so a plan is one upload), validated and made on the host.
 
     ``n_k`` is top_k's prefix (V where top_k is off), and must be <= WIN wherever top_k is on;
-    ``first_only`` marks temp t <= 0 rows (keep the first max), ``t`` the divisors (1 elsewhere).
-    ``wide`` says whether some row may need the row-wide searches (top_k off and V > WIN); it is
-    known on the host from the parameters, so deciding it costs no synchronisation.
+    ``n_win`` the window's size min(n_k, WIN, V); ``first_only`` marks temp t <= 0 rows (keep the
+    first max), ``t`` the divisors (1 elsewhere). Known on the host, so deciding them costs no
+    synchronisation: ``divide`` (some t is a divisor), ``wide`` (some row may need the row-wide
+    searches: top_k off and V > WIN) and ``min_p_on`` (some row has min_p on).
     """
     n_k: Any
-    p: Any
+    n_win: Any
     mk_p: Any
-    mp: Any
     mk_m: Any
+    p: Any
+    mp: Any
+    t: Any
     first_only: Any
-    t: Any | None
+    divide: bool
     wide: bool
+    min_p_on: bool
+
+
+def _plan_columns(buf: Any, B: int) -> list[Any]:
+    """The columns of a plan buffer (uint8 [48 B]), in ChainPlan's field order: four int64,
+    three float32, one int32."""
+    ints, floats = buf[:32 * B].view(np.int64), buf[32 * B:44 * B].view(np.float32)
+    return ([ints[i * B:(i + 1) * B] for i in range(4)] + [floats[i * B:(i + 1) * B] for i in range(3)]
+            + [buf[44 * B:].view(np.int32)])
 
 
 def plan_chain(B: int, V: int, k: Any, p: Any, min_keep_p: Any, m: Any, min_keep_m: Any, t: Any) -> ChainPlan:
@@ -94,14 +113,15 @@ def plan_chain(B: int, V: int, k: Any, p: Any, min_keep_p: Any, m: Any, min_keep
         raise ValueError(f"fused chain: top_k must be <= {WIN} where it is on, got {k.tolist()}")
     n_k = np.where(on, k, V)
     t = np.broadcast_to(np.asarray(t, np.float32), (B,))
+    m = np.broadcast_to(np.asarray(m, np.float32), (B,))
     divide = (t > 0) & (t != 1)
-
-    def dev(v: Any, dtype: Any) -> Any:
-        return cp.asarray(np.broadcast_to(np.asarray(v, dtype), (B,)))
-    return ChainPlan(dev(n_k, np.int64), dev(p, np.float32), dev(min_keep_p, np.int64), dev(m, np.float32),
-                     dev(min_keep_m, np.int64), dev(t <= 0, np.int32),
-                     dev(np.where(divide, t, 1), np.float32) if divide.any() else None,
-                     bool(V > WIN and (~on).any()))
+    host = np.empty(48 * B, np.uint8)
+    cols = _plan_columns(host, B)
+    for col, v in zip(cols, (n_k, np.minimum(n_k, min(WIN, V)), min_keep_p, min_keep_m, p, m,
+                             np.where(divide, t, np.float32(1)), t <= 0)):
+        col[:] = np.broadcast_to(np.asarray(v).astype(col.dtype), (B,))
+    return ChainPlan(*_plan_columns(cp.asarray(host), B), divide=bool(divide.any()),
+                     wide=bool(V > WIN and (~on).any()), min_p_on=bool((m > 0).any()))
 
 
 def chain_rows(x: Any, row_max: Any, plan: ChainPlan, out_max: Any = None) -> Any:
@@ -113,41 +133,52 @@ def chain_rows(x: Any, row_max: Any, plan: ChainPlan, out_max: Any = None) -> An
     import cupy as cp
     B, V = x.shape
     if row_max is None and plan.wide:
-        row_max = x.max(axis=1)
-    ones = cp.ones(B, cp.int32)
-    window = keep_all(cp, B, V)
-    nth_element(x, cp.minimum(plan.n_k, min(WIN, V)), ones, window)
-    win = cp.empty((B, WIN), cp.uint64)
-    fill = cp.zeros(B, cp.int32)
+        row_max = device_row_max(x)[0]
+    # one zeroed workspace: every select of the chain (they leave it zeroed), the gather's fill
+    # counters and min_p's survivor counts
+    sel_bytes = select_ws_bytes(B, V)
+    ws = cp.zeros(sel_bytes + 16 * B, cp.uint8)
+    sel = ws[:sel_bytes]
+    fill, count = ws[sel_bytes:sel_bytes + 4 * B].view(cp.int32), ws[sel_bytes + 8 * B:].view(cp.uint64)
+    window = empty_prefix(cp, B)
+    win, pending = cp.empty((B, WIN), cp.uint64), cp.empty(B, cp.int32)
+    # the select's last launch gathers the window of rows whose prefix needs no tie ids (most);
+    # the gather launch does the others and returns at once elsewhere
+    nth_element(x, plan.n_win, None, window, ws=sel, gather=(win, fill, pending))
     cols, per_row = span(B, V)
-    fn("lc_window_gather")((per_row, B), (THREADS,), (x, i64(V), window.c, window.cut, i64(cols), win, fill))
-    part = row_stats(x) if plan.wide else cp.zeros((B, 1, 2), cp.float32)
-    keep = keep_all(cp, B, V)
-    n_out = cp.empty(B, cp.int64)
-    status = cp.empty(B, cp.int32)
-    thr = cp.empty(B, cp.float32)
-    act_mass = cp.empty(B, cp.int32)
-    act_ge = cp.empty(B, cp.int32)
-    fn("lc_window_cut")((B,), (WIN,), (win, fill, i64(V), part, i32(part.shape[1]), plan.n_k, plan.p, plan.mk_p,
+    fn("lc_window_gather")((per_row, B), (THREADS,), (x, i64(V), window.c, window.cut, i64(cols), pending, win,
+                                                         fill))
+    # chunk partials: the normaliser of rows whose survivors the window may not hold (never read
+    # in a plan that is not wide, where x stands in for them)
+    part = row_stats(x) if plan.wide else x
+    keep = empty_prefix(cp, B)
+    n_out, status, thr = cp.empty(B, cp.int64), cp.empty(B, cp.int32), cp.empty(B, cp.float32)
+    act_mass, act_ge = cp.empty(B, cp.int32), cp.empty(B, cp.int32)
+    fn("lc_window_cut")((B,), (WIN,), (win, fill, i64(V), part, i32(n_chunks(V)), plan.n_k, plan.p, plan.mk_p,
                                        plan.mp, plan.mk_m, plan.first_only, keep.c, keep.cut, n_out, status, thr,
-                                       act_mass, act_ge, plan.t if plan.t is not None else thr,
-                                       i32(plan.t is not None), out_max if out_max is not None else cp.empty(B, cp.float32)))
+                                       act_mass, act_ge, plan.t, i32(plan.divide),
+                                       out_max if out_max is not None else cp.empty(B, cp.float32)))
     if plan.wide:
-        crossing = keep_all(cp, B, V)
-        mass_crossing(x, plan.p, row_max, act_mass, crossing)
-        n_sel = cp.empty(B, cp.int64)
-        act_sel = cp.empty(B, cp.int32)
-        fn("lc_chain_finish")(grid1(B), (128,), (i32(B), i64(V), status, n_out, crossing.n, plan.mk_p, plan.mp,
-                                                 plan.mk_m, count_ge(x, thr, act_ge), plan.first_only, n_sel, act_sel))
-        nth_element(x, n_sel, act_sel, keep)
-    return mask_prefix(x, keep, plan.t)
+        crossing = empty_prefix(cp, B)
+        mass_crossing(x, plan.p, row_max, act_mass, crossing, ws=sel)
+        if plan.min_p_on:
+            count_ge(x, thr, act_ge, count)
+        n_sel, act_sel = cp.empty(B, cp.int64), cp.empty(B, cp.int32)
+        fn("lc_chain_finish")(grid1(B), (128,), (i32(B), i64(V), status, n_out, crossing.c, crossing.cut, crossing.n,
+                                                 plan.mk_p, plan.mp, plan.mk_m, count, thr, plan.first_only, keep.c,
+                                                 keep.cut, n_sel, act_sel))
+        nth_element(x, n_sel, act_sel, keep, ws=sel)
+    return mask_prefix(x, keep, plan.t if plan.divide else None)
 
 
 def top_p_rows(x: Any, row_max: Any, p: Any, min_keep: Any) -> Any:
-    """top_p (p, min_keep: validated device arrays) through the chain with only top_p on."""
+    """top_p (p, min_keep: validated device arrays) through the chain with only top_p on; its
+    plan is written on the device by one small kernel."""
     import cupy as cp
     B, V = x.shape
-    zeros_i, zeros_f = cp.zeros(B, cp.int64), cp.zeros(B, cp.float32)
-    plan = ChainPlan(cp.full(B, V, cp.int64), p.astype(cp.float32), min_keep.astype(cp.int64), zeros_f, zeros_i,
-                     cp.zeros(B, cp.int32), None, V > WIN)
+    buf = cp.empty(48 * B, cp.uint8)
+    cols = _plan_columns(buf, B)
+    fn("lc_plan_top_p")(grid1(B), (128,), (i32(B), i64(V), p.astype(cp.float32, copy=False),
+                                           min_keep.astype(cp.int64, copy=False), *cols))
+    plan = ChainPlan(*cols, divide=False, wide=V > WIN, min_p_on=False)
     return chain_rows(x, row_max, plan)

@@ -10,6 +10,7 @@
 #define LC_THREADS 256
 #define LC_CHUNK 4096
 #define LC_ITEMS (LC_CHUNK / LC_THREADS)
+#define LC_WIN 1024  // the chain's window (window.cu); also the threads per block of lc_window_cut
 
 typedef unsigned int lc_u32;
 typedef unsigned long long lc_u64;
@@ -25,6 +26,17 @@ __device__ __forceinline__ lc_u32 lc_desc_key(float v) {
     if (b == 0x80000000u) b = 0u;
     const lc_u32 asc = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
     return ~asc;
+}
+
+// Ascending image of a float's total order (-0.0 below +0.0; NaN excluded by the callers): an
+// integer max over it is the float max, exactly and in any order of combination.
+__device__ __forceinline__ lc_u32 lc_asc_key(float v) {
+    const lc_u32 b = __float_as_uint(v);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+}
+
+__device__ __forceinline__ float lc_asc_value(lc_u32 key) {
+    return __uint_as_float((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
 }
 
 __device__ __forceinline__ float lc_key_value(lc_u32 key) {
@@ -75,6 +87,46 @@ __device__ float lc_block_max(float v, float* scratch) {
     if (warp == 0) {
         float w = lane < n_warps ? scratch[lane] : LC_NEG_INF;
         w = lc_warp_max(w);
+        if (lane == 0) scratch[0] = w;
+    }
+    __syncthreads();
+    return scratch[0];
+}
+
+// The "last block of a row" hand-off: every block of the row calls it after its global writes
+// (atomics included); it returns true, in all threads of exactly one block, once all the row's
+// gridDim.x blocks have arrived, and that block then sees their writes (read them with __ldcg, which
+// bypasses the non-coherent L1). The counter is reset for the next launch that shares it.
+__device__ __forceinline__ bool lc_last_of_row(unsigned int* done, int* flag) {
+    __syncthreads();  // this block's writes are issued
+    if (threadIdx.x == 0) {
+        __threadfence();  // ... and visible device-wide before the ticket
+        const unsigned int ticket = atomicAdd(done, 1u);
+        *flag = ticket == gridDim.x - 1;
+        if (*flag) {
+            *done = 0u;
+            __threadfence();
+        }
+    }
+    __syncthreads();
+    return *flag;
+}
+
+__device__ __forceinline__ lc_u32 lc_block_max_u32(lc_u32 v, lc_u32* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        const lc_u32 u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = u > v ? u : v;
+    }
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        lc_u32 w = lane < n_warps ? scratch[lane] : 0u;
+        for (int o = 16; o > 0; o >>= 1) {
+            const lc_u32 u = __shfl_xor_sync(0xffffffffu, w, o);
+            w = u > w ? u : w;
+        }
         if (lane == 0) scratch[0] = w;
     }
     __syncthreads();
@@ -194,4 +246,42 @@ __device__ void lc_combine_partials(const float2* __restrict__ part, int n_chunk
         }
     s = lc_warp_sum(s);
     if (lane == 0) { *m_out = m; *s_out = s; }
+}
+
+// Appends (desc key << 32 | id) of the elements of columns [lo, hi) that lie in the row's prefix
+// (c, cut) to the row's window w (LC_WIN slots, arbitrary order; the window kernel sorts) through
+// the row's fill counter. Every thread of the block calls it (warp appends), with the same range;
+// vec: float4 loads (16-byte aligned row, V and lo multiples of 4).
+__device__ void lc_gather_span(const float* __restrict__ xr, const lc_i64 lo, const lc_i64 hi, const bool vec,
+                               const float cv, const lc_i64 ct, lc_u64* __restrict__ w, int* fill) {
+    if (vec) {  // up to four appends per thread
+        const float4* x4 = reinterpret_cast<const float4*>(xr);
+        for (lc_i64 base = lo >> 2; base < (hi >> 2); base += blockDim.x) {  // same trip count for every lane
+            const lc_i64 q = base + threadIdx.x;
+            const float4 f = q < (hi >> 2) ? x4[q] : make_float4(LC_NEG_INF, LC_NEG_INF, LC_NEG_INF, LC_NEG_INF);
+            const float v[4] = {f.x, f.y, f.z, f.w};
+            bool keep[4];
+            int n = 0;
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                keep[j] = q < (hi >> 2) && lc_in_prefix(v[j], 4 * q + j, cv, ct);
+                n += keep[j];
+            }
+            int slot = lc_warp_append(n, fill);
+#pragma unroll
+            for (int j = 0; j < 4; ++j)
+                if (keep[j]) {
+                    if (slot < LC_WIN) w[slot] = ((lc_u64)lc_desc_key(v[j]) << 32) | (lc_u64)(4 * q + j);
+                    ++slot;
+                }
+        }
+        return;
+    }
+    for (lc_i64 base = lo; base < hi; base += blockDim.x) {  // same trip count for every lane
+        const lc_i64 col = base + threadIdx.x;
+        const float v = col < hi ? xr[col] : LC_NEG_INF;
+        const bool keep = col < hi && lc_in_prefix(v, col, cv, ct);
+        const int slot = lc_warp_append(keep ? 1 : 0, fill);
+        if (keep && slot < LC_WIN) w[slot] = ((lc_u64)lc_desc_key(v) << 32) | (lc_u64)col;
+    }
 }

@@ -4,12 +4,24 @@
 // crossing: the first prefix whose probability mass reaches p). Histograms are integer (counts,
 // and masses in fixed point), so the result is exact and independent of the blocks per row.
 //
-// Launch order per row state: lc_select_init, then for pass 0..2 lc_radix_hist + lc_radix_scan,
-// then lc_tie_count + lc_tie_cut. A row with active == 0 returns at once in every kernel, so the
-// sequence can be launched for a whole batch with no host decision (no synchronisation).
+// Four launches over the same grid (blocks_per_row, B): lc_radix_pass for pass 0, 1, 2, then
+// lc_radix_finish. Each spreads a row over many blocks (the host picks the split, see span() in
+// _build.py); the last block of a row to finish a pass chooses the bin for the whole row
+// (lc_last_of_row), so no separate scan launch is needed. A row that does not run returns at once
+// in every kernel, so the sequence is launched for a whole batch with no host decision.
 
 #define LC_BINS 2048
-#define LC_FX_ONE 1099511627776.0  // 2^40: fixed-point unit of exp(x - max) in [0, 1]; V < 2^24
+#define LC_BINS_PER_THREAD (LC_BINS / LC_THREADS)
+#define LC_FX_ONE_F 1099511627776.0f  // 2^40: fixed-point unit of exp(x - max) in [0, 1]; V < 2^24
+#define LC_NONE 0x7fffffff
+
+// flags of a select (mirrored in select.py)
+#define LC_SEL_MASS 1       // the goal is a mass (p[b] of the row's mass, relative to row_max[b]), not a count n[b]
+#define LC_SEL_ACTIVE 2     // only rows with active[b] != 0 run (else every row)
+#define LC_SEL_LO 4         // count only inside the earlier prefix (lo_value[b], lo_cut[b])
+#define LC_SEL_N_RANGE 8    // a row runs only if 0 < n[b] < V (top_k's k: else the filter is off)
+#define LC_SEL_WRITE_ALL 16 // rows that do not run get the whole row as their prefix (else stay as they are)
+#define LC_SEL_GATHER 32    // lc_radix_finish also gathers each row's prefix into its window (lc_gather_span)
 
 struct LcSelect {
     lc_i64 kk;          // count goal: rank (1-based) still to find inside the current bin
@@ -27,53 +39,169 @@ struct LcSelect {
 };
 static_assert(sizeof(LcSelect) == 96, "the host allocates 96 bytes per row");
 
+// The workspace of a select over B rows split in `per_row` blocks, in this order (select.py's
+// select_ws_bytes mirrors it): LcSelect st[B]; u64 hist_mass[B][BINS]; u32 hist_count[B][BINS];
+// u32 done[B][4]; u32 ties[B][per_row]. The host zeroes it once; every select leaves histograms
+// and counters zero again, so one workspace serves any number of selects in a stream.
+struct LcSelectWs {
+    LcSelect* st;
+    lc_u64* hist_mass;
+    lc_u32* hist_count;
+    unsigned int* done;
+    lc_u32* ties;
+};
+
+__device__ __forceinline__ LcSelectWs lc_select_ws(unsigned char* ws, lc_i64 B) {
+    LcSelectWs w;
+    w.st = reinterpret_cast<LcSelect*>(ws);
+    w.hist_mass = reinterpret_cast<lc_u64*>(ws + B * sizeof(LcSelect));
+    w.hist_count = reinterpret_cast<lc_u32*>(w.hist_mass + B * LC_BINS);
+    w.done = reinterpret_cast<unsigned int*>(w.hist_count + B * LC_BINS);
+    w.ties = reinterpret_cast<lc_u32*>(w.done + B * 4);
+    return w;
+}
+
 __device__ __forceinline__ int lc_shift(int pass) { return pass == 0 ? 21 : (pass == 1 ? 10 : 0); }
 __device__ __forceinline__ lc_u32 lc_digits(int pass) { return pass == 2 ? 0x3ffu : 0x7ffu; }
 
-extern "C" __global__ void lc_select_init(LcSelect* __restrict__ st, const int B, const lc_i64 V,
-                                          const lc_i64* __restrict__ n, const float* __restrict__ p,
-                                          const float* __restrict__ row_max, const int* __restrict__ active,
-                                          const float* __restrict__ lo_value, const lc_i64* __restrict__ lo_cut,
-                                          const int mode) {
-    const int b = blockIdx.x * blockDim.x + threadIdx.x;
-    if (b >= B) return;
+// A row's state before pass 0, from the call's per-row arguments (read only where flags say).
+__device__ LcSelect lc_select_start(lc_i64 b, lc_i64 V, int flags, const lc_i64* n, const float* p,
+                                    const float* row_max, const int* active, const float* lo_value,
+                                    const lc_i64* lo_cut) {
     LcSelect s;
-    s.kk = lc_min64(lc_max64(n[b], 1), V);
+    const int mode = (flags & LC_SEL_MASS) ? 1 : 0;
+    const lc_i64 nb = mode ? 1 : n[b];
+    s.kk = lc_min64(lc_max64(nb, 1), V);
     s.above = 0; s.eq = 0; s.need = 0; s.mass_above = 0; s.mass_total = 0;
     s.target = mode ? (double)p[b] : 0.0;
-    s.lo_cut = lo_cut[b];
+    s.lo_cut = (flags & LC_SEL_LO) ? lo_cut[b] : V;
     s.prefix = 0u; s.mask = 0u;
     s.mode = mode;
-    s.row_max = row_max[b];
-    s.active = active[b] && (mode == 0 || s.row_max > LC_NEG_INF);  // no finite logit: no mass
-    s.value = LC_NEG_INF; s.lo_value = lo_value[b]; s.pad = 0;
-    st[b] = s;
+    s.row_max = mode ? row_max[b] : 0.0f;
+    int run = (flags & LC_SEL_ACTIVE) ? active[b] != 0 : 1;
+    if (flags & LC_SEL_N_RANGE) run = run && nb > 0 && nb < V;
+    s.active = run && (mode == 0 || s.row_max > LC_NEG_INF);  // no finite logit: no mass
+    s.value = LC_NEG_INF;
+    s.lo_value = (flags & LC_SEL_LO) ? lo_value[b] : LC_NEG_INF;
+    s.pad = 0;
+    return s;
 }
 
 #define LC_UNROLL 4
 
+// One logit into the block's histogram. The fixed-point mass is e * 2^40 rounded (exact scaling
+// in float, then one rounding to an integer < 2^40), added as two 32-bit words: a 64-bit shared
+// atomicAdd is a compare-and-swap loop on this hardware, a 32-bit one is native. The low word's
+// wrap is seen by the one add that causes it, which carries into the high word: the sum is exact.
 __device__ __forceinline__ void lc_hist_add(float v, lc_i64 col, const LcSelect& s, int shift, lc_u32 digits,
-                                            lc_u32* cnt, lc_u64* mass) {
+                                            lc_u32* cnt, lc_u32* mass_lo, lc_u32* mass_hi) {
     if (!lc_in_prefix(v, col, s.lo_value, s.lo_cut)) return;
     const lc_u32 key = lc_desc_key(v);
     if ((key & s.mask) != s.prefix) return;
     const lc_u32 d = (key >> shift) & digits;
     atomicAdd(&cnt[d], 1u);
     if (s.mode) {
-        const lc_u64 fx = __double2ull_rn((double)expf(v - s.row_max) * LC_FX_ONE);
-        if (fx) atomicAdd(&mass[d], fx);
+        const lc_u64 fx = __float2ull_rn(expf(v - s.row_max) * LC_FX_ONE_F);
+        const lc_u32 lo = (lc_u32)fx, hi = (lc_u32)(fx >> 32);
+        const lc_u32 before = lo ? atomicAdd(&mass_lo[d], lo) : 0u;
+        const lc_u32 carry = hi + (before + lo < before ? 1u : 0u);
+        if (carry) atomicAdd(&mass_hi[d], carry);
     }
 }
 
+// Run by the last block of a row after a pass (LC_THREADS threads, LC_BINS_PER_THREAD consecutive
+// bins each) on the row's histogram, copied into the block's own shared arrays: picks the first
+// bin, in descending value order, where the running count reaches kk or the running mass reaches
+// the target, narrows the state to it and writes it to *out. Sums are integers, so every split of
+// the row gives the same bin.
+__device__ void lc_radix_choose(LcSelect s, const int pass, const lc_u32* cnt, const lc_u64* mass,
+                                LcSelect* __restrict__ out) {
+    __shared__ lc_u64 scratch[33];
+    __shared__ int chosen, last_nonempty;
+    const int t = threadIdx.x, first = t * LC_BINS_PER_THREAD;
+    if (t == 0) { chosen = LC_NONE; last_nonempty = -1; }
+    lc_u64 c_mine = 0ull, m_mine = 0ull;
+    for (int j = first; j < first + LC_BINS_PER_THREAD; ++j) {
+        c_mine += cnt[j];
+        if (s.mode) m_mine += mass[j];
+    }
+    lc_u64 c_total, m_total = 0ull;
+    const lc_u64 c_incl = lc_block_inclusive_scan<lc_u64>(c_mine, scratch, &c_total);
+    lc_u64 m_incl = 0ull;
+    if (s.mode) m_incl = lc_block_inclusive_scan<lc_u64>(m_mine, scratch, &m_total);  // uniform branch
+    double target = s.target;
+    if (s.mode && pass == 0) target = s.target * (double)m_total;  // p * (fixed-point row mass)
+    int mine = LC_NONE, my_last = -1;
+    lc_u64 c_run = c_incl - c_mine, m_run = m_incl - m_mine;  // integers: exact
+    for (int j = first; j < first + LC_BINS_PER_THREAD; ++j) {
+        const lc_u64 cj = cnt[j], mj = s.mode ? mass[j] : 0ull;
+        if (cj > 0) {
+            my_last = j;
+            const bool hit = s.mode ? (double)(s.mass_above + m_run + mj) >= target : (lc_i64)(c_run + cj) >= s.kk;
+            if (hit && mine == LC_NONE) mine = j;
+        }
+        c_run += cj;
+        m_run += mj;
+    }
+    if (my_last >= 0) atomicMax(&last_nonempty, my_last);
+    if (mine != LC_NONE) atomicMin(&chosen, mine);
+    __syncthreads();
+    int bin = chosen;
+    if (bin == LC_NONE) bin = last_nonempty;  // only through rounding of the goal: keep the last bin
+    if (bin < 0) {                            // an empty row has nothing to select
+        if (t == 0) *out = s;
+        return;
+    }
+    if (bin / LC_BINS_PER_THREAD != t) return;
+    lc_u64 cnt_before = c_incl - c_mine, mass_before = m_incl - m_mine;
+    for (int j = first; j < bin; ++j) {
+        cnt_before += cnt[j];
+        if (s.mode) mass_before += mass[j];
+    }
+    const lc_u64 cnt_bin = cnt[bin], mass_bin = s.mode ? mass[bin] : 0ull;
+    const int shift = lc_shift(pass);
+    s.above += (lc_i64)cnt_before;
+    s.kk -= (lc_i64)cnt_before;
+    s.mass_above += mass_before;
+    if (s.mode && pass == 0) { s.mass_total = m_total; s.target = target; }
+    s.prefix |= (lc_u32)bin << shift;
+    s.mask |= lc_digits(pass) << shift;
+    if (pass == 2) {
+        s.value = lc_key_value(s.prefix);
+        s.eq = (lc_i64)cnt_bin;
+        if (s.mode) {  // equal values have equal masses: the crossing is inside the ties
+            const lc_u64 each = mass_bin / cnt_bin;
+            const double rest = s.target - (double)s.mass_above;
+            lc_i64 k = each ? (lc_i64)ceil(rest / (double)each) : 1;
+            s.need = lc_min64(lc_max64(k, 1), s.eq);
+        } else {
+            s.need = lc_min64(lc_max64(s.kk, 1), s.eq);
+        }
+    }
+    *out = s;
+}
+
 // grid (blocks_per_row, B), LC_THREADS threads; block x covers columns [x * span, (x + 1) * span).
-extern "C" __global__ void lc_radix_hist(const float* __restrict__ x, const lc_i64 V, const LcSelect* __restrict__ st,
-                                         const int pass, const lc_i64 span, lc_u32* __restrict__ hist_count,
-                                         lc_u64* __restrict__ hist_mass) {
-    __shared__ lc_u32 cnt[LC_BINS];
-    __shared__ lc_u64 mass[LC_BINS];
+// One digit pass: the block's histogram in shared memory, added to the row's; the row's last
+// block then chooses the bin. Pass 0 reads the call's arguments, later passes the row state.
+// (launch bounds: 48 registers, 5 blocks per SM, no spills; 6 would spill)
+extern "C" __global__ void __launch_bounds__(LC_THREADS, 5)
+lc_radix_pass(const float* __restrict__ x, const lc_i64 V, const lc_i64 span, const int pass, const int flags,
+              const lc_i64* __restrict__ n, const float* __restrict__ p, const float* __restrict__ row_max,
+              const int* __restrict__ active, const float* __restrict__ lo_value, const lc_i64* __restrict__ lo_cut,
+              unsigned char* __restrict__ ws) {
+    __shared__ __align__(16) lc_u32 cnt[LC_BINS];  // 16-byte copies of the row's histogram land here
+    __shared__ __align__(16) lc_u64 mass[LC_BINS];
+    __shared__ int last;
     const lc_i64 row = blockIdx.y;
-    const LcSelect s = st[row];
-    if (!s.active) return;  // uniform for the block
+    const LcSelectWs w = lc_select_ws(ws, gridDim.y);
+    const LcSelect s = pass == 0 ? lc_select_start(row, V, flags, n, p, row_max, active, lo_value, lo_cut) : w.st[row];
+    if (!s.active) {  // uniform for the block
+        if (pass == 0 && blockIdx.x == 0 && threadIdx.x == 0) w.st[row] = s;
+        return;
+    }
+    lc_u32* mass_lo = reinterpret_cast<lc_u32*>(mass);  // the block's mass as two words per bin
+    lc_u32* mass_hi = mass_lo + LC_BINS;
     for (int i = threadIdx.x; i < LC_BINS; i += blockDim.x) { cnt[i] = 0u; mass[i] = 0ull; }
     __syncthreads();
     const int shift = lc_shift(pass);
@@ -96,137 +224,113 @@ extern "C" __global__ void lc_radix_hist(const float* __restrict__ x, const lc_i
             for (int u = 0; u < LC_UNROLL; ++u) {
                 const lc_i64 col = 4 * (base + (lc_i64)u * blockDim.x);
                 if (col >= hi) continue;
-                lc_hist_add(buf[u].x, col, s, shift, digits, cnt, mass);
-                lc_hist_add(buf[u].y, col + 1, s, shift, digits, cnt, mass);
-                lc_hist_add(buf[u].z, col + 2, s, shift, digits, cnt, mass);
-                lc_hist_add(buf[u].w, col + 3, s, shift, digits, cnt, mass);
+                lc_hist_add(buf[u].x, col, s, shift, digits, cnt, mass_lo, mass_hi);
+                lc_hist_add(buf[u].y, col + 1, s, shift, digits, cnt, mass_lo, mass_hi);
+                lc_hist_add(buf[u].z, col + 2, s, shift, digits, cnt, mass_lo, mass_hi);
+                lc_hist_add(buf[u].w, col + 3, s, shift, digits, cnt, mass_lo, mass_hi);
             }
         }
     } else {
         for (lc_i64 col = lo + threadIdx.x; col < hi; col += blockDim.x)
-            lc_hist_add(xr[col], col, s, shift, digits, cnt, mass);
+            lc_hist_add(xr[col], col, s, shift, digits, cnt, mass_lo, mass_hi);
     }
     __syncthreads();
-    lc_u32* hc = hist_count + row * LC_BINS;
-    lc_u64* hm = hist_mass + row * LC_BINS;
+    lc_u32* hc = w.hist_count + row * LC_BINS;
+    lc_u64* hm = w.hist_mass + row * LC_BINS;
     for (int i = threadIdx.x; i < LC_BINS; i += blockDim.x) {
         if (cnt[i]) atomicAdd(&hc[i], cnt[i]);
-        if (mass[i]) atomicAdd(&hm[i], mass[i]);
+        const lc_u64 m = ((lc_u64)mass_hi[i] << 32) | mass_lo[i];
+        if (m) atomicAdd(&hm[i], m);
     }
-}
-
-// One block of 1024 threads per row; thread t owns bins 2t and 2t + 1. Picks the first bin (in
-// descending value order) where the running count reaches kk, or the running mass reaches the
-// target, narrows the row state to it, and zeroes the histogram for the next pass.
-extern "C" __global__ void lc_radix_scan(LcSelect* __restrict__ st, const int pass, lc_u32* __restrict__ hist_count,
-                                         lc_u64* __restrict__ hist_mass) {
-    __shared__ lc_u64 scratch[33];
-    __shared__ int chosen, last_nonempty;
-    const lc_i64 row = blockIdx.x;
-    LcSelect s = st[row];
-    if (!s.active) return;
-    const int t = threadIdx.x;
-    lc_u32* hc = hist_count + row * LC_BINS;
-    lc_u64* hm = hist_mass + row * LC_BINS;
-    const lc_u64 c0 = hc[2 * t], c1 = hc[2 * t + 1];
-    const lc_u64 m0 = s.mode ? hm[2 * t] : 0ull, m1 = s.mode ? hm[2 * t + 1] : 0ull;
-    hc[2 * t] = 0u; hc[2 * t + 1] = 0u;  // each thread clears only the bins it has read
-    if (s.mode) { hm[2 * t] = 0ull; hm[2 * t + 1] = 0ull; }
-    if (t == 0) { chosen = 0x7fffffff; last_nonempty = -1; }
-    lc_u64 c_total, m_total = 0ull;
-    const lc_u64 c_incl = lc_block_inclusive_scan<lc_u64>(c0 + c1, scratch, &c_total);
-    lc_u64 m_incl = 0ull;
-    if (s.mode) m_incl = lc_block_inclusive_scan<lc_u64>(m0 + m1, scratch, &m_total);  // uniform branch
-    const lc_u64 c_before = c_incl - (c0 + c1), m_before = m_incl - (m0 + m1);  // integers: exact
-    double target = s.target;
-    if (s.mode && pass == 0) target = s.target * (double)m_total;  // p * (fixed-point row mass)
-    int mine = 0x7fffffff;
-    if (s.mode) {
-        if (c0 > 0 && (double)(s.mass_above + m_before + m0) >= target) mine = 2 * t;
-        else if (c1 > 0 && (double)(s.mass_above + m_before + m0 + m1) >= target) mine = 2 * t + 1;
-    } else {
-        if ((lc_i64)(c_before + c0) >= s.kk && c0 > 0) mine = 2 * t;
-        else if ((lc_i64)(c_before + c0 + c1) >= s.kk && c1 > 0) mine = 2 * t + 1;
-    }
-    if (c0 + c1 > 0) atomicMax(&last_nonempty, c1 > 0 ? 2 * t + 1 : 2 * t);
-    if (mine != 0x7fffffff) atomicMin(&chosen, mine);
-    __syncthreads();
-    int bin = chosen;
-    if (bin == 0x7fffffff) bin = last_nonempty;  // only through rounding of the goal: keep the last bin
-    if (bin < 0 || (bin >> 1) != t) return;      // an empty row has nothing to select
-    const bool second = bin & 1;
-    const lc_u64 cnt_before = c_before + (second ? c0 : 0ull), mass_before = m_before + (second ? m0 : 0ull);
-    const lc_u64 cnt_bin = second ? c1 : c0, mass_bin = second ? m1 : m0;
-    const int shift = lc_shift(pass);
-    s.above += (lc_i64)cnt_before;
-    s.kk -= (lc_i64)cnt_before;
-    s.mass_above += mass_before;
-    if (s.mode && pass == 0) { s.mass_total = m_total; s.target = target; }
-    s.prefix |= (lc_u32)bin << shift;
-    s.mask |= lc_digits(pass) << shift;
-    if (pass == 2) {
-        s.value = lc_key_value(s.prefix);
-        s.eq = (lc_i64)cnt_bin;
-        if (s.mode) {  // equal values have equal masses: the crossing is inside the ties
-            const lc_u64 each = mass_bin / cnt_bin;
-            const double rest = s.target - (double)s.mass_above;
-            lc_i64 k = each ? (lc_i64)ceil(rest / (double)each) : 1;
-            s.need = lc_min64(lc_max64(k, 1), s.eq);
-        } else {
-            s.need = lc_min64(lc_max64(s.kk, 1), s.eq);
+    if (!lc_last_of_row(&w.done[row * 4 + pass], &last)) return;
+    // the last block: the row's histogram into this block's shared arrays and cleared for the next
+    // pass, 16-byte loads all in flight before the first use (the row waits on this block alone)
+    {
+        uint4 c4[LC_BINS / 4 / LC_THREADS];
+#pragma unroll
+        for (int k = 0; k < LC_BINS / 4 / LC_THREADS; ++k)
+            c4[k] = __ldcg(reinterpret_cast<const uint4*>(hc) + threadIdx.x + k * LC_THREADS);
+        if (s.mode) {
+            ulonglong2 m2[LC_BINS / 2 / LC_THREADS];
+#pragma unroll
+            for (int k = 0; k < LC_BINS / 2 / LC_THREADS; ++k)
+                m2[k] = __ldcg(reinterpret_cast<const ulonglong2*>(hm) + threadIdx.x + k * LC_THREADS);
+#pragma unroll
+            for (int k = 0; k < LC_BINS / 2 / LC_THREADS; ++k) {
+                reinterpret_cast<ulonglong2*>(mass)[threadIdx.x + k * LC_THREADS] = m2[k];
+                reinterpret_cast<ulonglong2*>(hm)[threadIdx.x + k * LC_THREADS] = make_ulonglong2(0ull, 0ull);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < LC_BINS / 4 / LC_THREADS; ++k) {
+            reinterpret_cast<uint4*>(cnt)[threadIdx.x + k * LC_THREADS] = c4[k];
+            reinterpret_cast<uint4*>(hc)[threadIdx.x + k * LC_THREADS] = make_uint4(0u, 0u, 0u, 0u);
         }
     }
-    st[row] = s;
+    __syncthreads();
+    lc_radix_choose(s, pass, cnt, mass, &w.st[row]);
 }
 
-// grid (ceil(V / LC_CHUNK), B): per-chunk count of the ties at the selected value, only for rows
-// whose prefix takes some but not all of them (the only case that needs their ids).
-extern "C" __global__ void lc_tie_count(const float* __restrict__ x, const lc_i64 V, const LcSelect* __restrict__ st,
-                                        const int n_chunks, lc_u32* __restrict__ chunk_count) {
+// Same grid: writes value[b], cut[b] (id of the last kept tie) and n[b] (prefix length) for rows
+// that ran (and, with LC_SEL_WRITE_ALL, the whole row for those that did not). Only a row whose
+// prefix takes some but not all of its ties needs their ids: each block counts the ties in its
+// span, and the row's last block finds the span holding the need-th one and scans it.
+// With LC_SEL_GATHER (the chain's window), the rows whose prefix is known here are also gathered
+// into win/fill by every block of the row; pending[b] = 1 marks the others for lc_window_gather.
+extern "C" __global__ void lc_radix_finish(const float* __restrict__ x, const lc_i64 V, const lc_i64 span,
+                                           const int flags, unsigned char* __restrict__ ws, float* __restrict__ value,
+                                           lc_i64* __restrict__ cut, lc_i64* __restrict__ n, lc_u64* __restrict__ win,
+                                           int* __restrict__ fill, int* __restrict__ pending) {
     __shared__ lc_u32 scratch[32];
-    const lc_i64 row = blockIdx.y;
-    const LcSelect s = st[row];
-    if (!s.active || s.need >= s.eq) return;
-    const lc_i64 lo = (lc_i64)blockIdx.x * LC_CHUNK, hi = lc_min64(lo + LC_CHUNK, V);
-    const float* xr = x + row * V;
-    lc_u32 c = 0u;
-    for (lc_i64 col = lo + threadIdx.x; col < hi; col += blockDim.x) c += xr[col] == s.value;
-    c = lc_block_sum<lc_u32>(c, scratch);
-    if (threadIdx.x == 0) chunk_count[row * n_chunks + blockIdx.x] = c;
-}
-
-// One block (LC_THREADS) per row: writes value[b], cut[b] (id of the last kept tie) and n[b]
-// (prefix length) for active rows; inactive rows keep what the caller put there.
-extern "C" __global__ void lc_tie_cut(const float* __restrict__ x, const lc_i64 V, const LcSelect* __restrict__ st,
-                                      const int n_chunks, const lc_u32* __restrict__ chunk_count,
-                                      float* __restrict__ value, lc_i64* __restrict__ cut, lc_i64* __restrict__ n) {
-    __shared__ lc_i64 chunk, rank, found;
+    __shared__ int last;
+    __shared__ lc_i64 blk, rank, found;
     __shared__ int warp_count[LC_THREADS / 32];
-    const lc_i64 row = blockIdx.x;
-    const LcSelect s = st[row];
-    if (!s.active) return;
+    const lc_i64 row = blockIdx.y;
+    const LcSelectWs w = lc_select_ws(ws, gridDim.y);
+    const LcSelect s = w.st[row];
+    const bool lead = blockIdx.x == 0 && threadIdx.x == 0, gather = flags & LC_SEL_GATHER;
+    const float* xr = x + row * V;
+    if (!s.active) {
+        if ((flags & LC_SEL_WRITE_ALL) && lead) { value[row] = LC_NEG_INF; cut[row] = V; n[row] = V; }
+        if (gather && lead) pending[row] = 1;
+        return;
+    }
     if (s.need >= s.eq) {  // every tie is kept: no id needed beyond the restriction's own
-        if (threadIdx.x == 0) {
+        const lc_i64 ct = s.value == s.lo_value ? s.lo_cut : V;
+        if (lead) {
             value[row] = s.value;
-            cut[row] = s.value == s.lo_value ? s.lo_cut : V;
+            cut[row] = ct;
             n[row] = s.above + s.need;
+            if (gather) pending[row] = 0;
+        }
+        if (gather) {
+            const lc_i64 lo = (lc_i64)blockIdx.x * span, hi = lc_min64(lo + span, V);
+            lc_gather_span(xr, lo, hi, lc_vec_ok(xr, V) && (span & 3) == 0, s.value, ct, win + row * LC_WIN,
+                           &fill[row]);
         }
         return;
     }
-    if (threadIdx.x == 0) {  // the chunk holding the need-th tie, in id order
-        lc_i64 acc = 0, c = 0;
-        for (; c < n_chunks - 1; ++c) {
-            const lc_i64 k = chunk_count[row * n_chunks + c];
-            if (acc + k >= s.need) break;
-            acc += k;
+    {
+        const lc_i64 lo = (lc_i64)blockIdx.x * span, hi = lc_min64(lo + span, V);
+        lc_u32 c = 0u;
+        for (lc_i64 col = lo + threadIdx.x; col < hi; col += blockDim.x) c += xr[col] == s.value;
+        c = lc_block_sum<lc_u32>(c, scratch);
+        if (threadIdx.x == 0) w.ties[row * gridDim.x + blockIdx.x] = c;
+    }
+    if (!lc_last_of_row(&w.done[row * 4 + 3], &last)) return;
+    if (threadIdx.x == 0) {  // the span holding the need-th tie, in id order
+        lc_i64 acc = 0, k = 0;
+        for (; k < (lc_i64)gridDim.x - 1; ++k) {
+            const lc_i64 q = __ldcg(&w.ties[row * gridDim.x + k]);
+            if (acc + q >= s.need) break;
+            acc += q;
         }
-        chunk = c; rank = s.need - acc; found = V;
+        blk = k; rank = s.need - acc; found = V;
     }
     __syncthreads();
-    const lc_i64 lo = chunk * LC_CHUNK, hi = lc_min64(lo + LC_CHUNK, V);
-    const float* xr = x + row * V;
+    const lc_i64 lo = blk * span, hi = lc_min64(lo + span, V);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    lc_i64 before = 0;  // ties in earlier tiles of this chunk
+    lc_i64 before = 0;  // ties in earlier tiles of this span
     for (lc_i64 tile = lo; tile < hi; tile += blockDim.x) {
         const lc_i64 col = tile + threadIdx.x;
         const bool tie = col < hi && xr[col] == s.value;
@@ -234,9 +338,9 @@ extern "C" __global__ void lc_tie_cut(const float* __restrict__ x, const lc_i64 
         if (lane == 0) warp_count[warp] = __popc(ballot);
         __syncthreads();
         lc_i64 r = before, tile_total = 0;
-        for (int w = 0; w < (int)(blockDim.x >> 5); ++w) {
-            if (w < warp) r += warp_count[w];
-            tile_total += warp_count[w];
+        for (int q = 0; q < (int)(blockDim.x >> 5); ++q) {
+            if (q < warp) r += warp_count[q];
+            tile_total += warp_count[q];
         }
         r += __popc(ballot & ((2u << lane) - 1u));  // 1-based rank of this tie (lanes <= mine)
         if (tie && r == rank) found = col;
@@ -249,5 +353,6 @@ extern "C" __global__ void lc_tie_cut(const float* __restrict__ x, const lc_i64 
         value[row] = s.value;
         cut[row] = found;
         n[row] = s.above + s.need;
+        if (gather) pending[row] = 1;
     }
 }

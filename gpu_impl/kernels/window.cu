@@ -2,49 +2,18 @@
 // the radix select) are gathered, block-sorted in shared memory and scanned there; only the
 // rows the window cannot decide go on to the row-wide searches (lc_chain_finish).
 
-#define LC_WIN 1024  // window size; also the threads per block of lc_window_cut (one key each)
-
-// grid (blocks_per_row, B): appends (desc key << 32 | id) of the row's prefix (c, cut), which
-// holds exactly fill_goal = min(W, V) elements, to win[b]. Slot order is arbitrary; the window
-// kernel sorts.
+// grid (blocks_per_row, B): the window of the rows whose select left it pending (a prefix that
+// splits its ties is known only once the select has finished; lc_radix_finish gathers the others):
+// appends the row's prefix (c, cut), which holds exactly min(n_win, V) elements, to win[b].
 extern "C" __global__ void lc_window_gather(const float* __restrict__ x, const lc_i64 V, const float* __restrict__ c,
                                             const lc_i64* __restrict__ cut, const lc_i64 span,
-                                            lc_u64* __restrict__ win, int* __restrict__ fill) {
+                                            const int* __restrict__ pending, lc_u64* __restrict__ win,
+                                            int* __restrict__ fill) {
     const lc_i64 row = blockIdx.y, lo = (lc_i64)blockIdx.x * span, hi = lc_min64(lo + span, V);
-    const float cv = c[row];
-    const lc_i64 ct = cut[row];
+    if (!pending[row]) return;
     const float* xr = x + row * V;
-    lc_u64* w = win + row * LC_WIN;
-    if (lc_vec_ok(xr, V) && (span & 3) == 0) {  // float4 loads; up to four appends per thread
-        const float4* x4 = reinterpret_cast<const float4*>(xr);
-        for (lc_i64 base = lo >> 2; base < (hi >> 2); base += blockDim.x) {  // same trip count for every lane
-            const lc_i64 q = base + threadIdx.x;
-            const float4 f = q < (hi >> 2) ? x4[q] : make_float4(LC_NEG_INF, LC_NEG_INF, LC_NEG_INF, LC_NEG_INF);
-            const float v[4] = {f.x, f.y, f.z, f.w};
-            bool keep[4];
-            int n = 0;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                keep[j] = q < (hi >> 2) && lc_in_prefix(v[j], 4 * q + j, cv, ct);
-                n += keep[j];
-            }
-            int slot = lc_warp_append(n, &fill[row]);
-#pragma unroll
-            for (int j = 0; j < 4; ++j)
-                if (keep[j]) {
-                    if (slot < LC_WIN) w[slot] = ((lc_u64)lc_desc_key(v[j]) << 32) | (lc_u64)(4 * q + j);
-                    ++slot;
-                }
-        }
-        return;
-    }
-    for (lc_i64 base = lo; base < hi; base += blockDim.x) {  // same trip count for every lane
-        const lc_i64 col = base + threadIdx.x;
-        const float v = col < hi ? xr[col] : LC_NEG_INF;
-        const bool keep = col < hi && lc_in_prefix(v, col, cv, ct);
-        const int slot = lc_warp_append(keep ? 1 : 0, &fill[row]);
-        if (keep && slot < LC_WIN) w[slot] = ((lc_u64)lc_desc_key(v) << 32) | (lc_u64)col;
-    }
+    lc_gather_span(xr, lo, hi, lc_vec_ok(xr, V) && (span & 3) == 0, c[row], cut[row], win + row * LC_WIN,
+                   &fill[row]);
 }
 
 // One block of LC_WIN threads per row. Parameters per row: n_k (top_k's prefix, V when off),
@@ -154,26 +123,60 @@ extern "C" __global__ void lc_window_cut(const lc_u64* __restrict__ win, const i
     act_ge[row] = (st == 1 || st == 2) && mpp > 0.0f;
 }
 
-// One thread per row: the prefix length of rows the window left open, from the row-wide mass
-// select (status 1) and min_p count (count_ge); act_sel marks the rows that still need their n-th
-// element found (lc_select_init with n_sel).
+// One thread per row, for rows the window left open (status != 0): their prefix length from the
+// row-wide mass select (status 1) and min_p count (count_ge). Where that prefix is the mass
+// crossing itself, or exactly the logits >= min_p's threshold, its (c, cut) is known and written to
+// keep; the other rows are marked in act_sel for one more select of their n_sel-th element.
 extern "C" __global__ void lc_chain_finish(const int B, const lc_i64 V, const int* __restrict__ status,
-                                           const lc_i64* __restrict__ n_out, const lc_i64* __restrict__ mass_n,
+                                           const lc_i64* __restrict__ n_out, const float* __restrict__ mass_c,
+                                           const lc_i64* __restrict__ mass_cut, const lc_i64* __restrict__ mass_n,
                                            const lc_i64* __restrict__ mk_p, const float* __restrict__ mp,
-                                           const lc_i64* __restrict__ mk_m, const unsigned long long* __restrict__ count_ge,
-                                           const int* __restrict__ first_only, lc_i64* __restrict__ n_sel,
-                                           int* __restrict__ act_sel) {
+                                           const lc_i64* __restrict__ mk_m,
+                                           const unsigned long long* __restrict__ count_ge,
+                                           const float* __restrict__ thr, const int* __restrict__ first_only,
+                                           float* __restrict__ keep_c, lc_i64* __restrict__ keep_cut,
+                                           lc_i64* __restrict__ n_sel, int* __restrict__ act_sel) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
     const int st = status[b];
-    act_sel[b] = st != 0;
-    if (st == 0) { n_sel[b] = n_out[b]; return; }
-    lc_i64 n = n_out[b];
+    act_sel[b] = 0;
+    if (st == 0) { n_sel[b] = n_out[b]; return; }  // keep was written by lc_window_cut
+    lc_i64 n = n_out[b], ge = -1;
     if (st == 1) n = lc_min64(lc_max64(mass_n[b], mk_p[b]), V);
     if ((st == 1 || st == 2) && mp[b] > 0.0f) {
-        const lc_i64 need = lc_min64(lc_max64(mk_m[b], 1), V), ge = (lc_i64)count_ge[b];
+        const lc_i64 need = lc_min64(lc_max64(mk_m[b], 1), V);
+        ge = (lc_i64)count_ge[b];
         n = lc_min64(n, ge >= need ? ge : need);
     }
     if (first_only[b]) n = 1;
     n_sel[b] = n;
+    if (st == 1 && n == mass_n[b]) {  // the prefix is the crossing
+        keep_c[b] = mass_c[b];
+        keep_cut[b] = mass_cut[b];
+    } else if (n == ge) {  // the first ge elements are exactly those >= thr
+        keep_c[b] = thr[b];
+        keep_cut[b] = V;
+    } else {
+        act_sel[b] = 1;
+    }
+}
+
+// One thread per row: the chain parameters of top_p alone (top_k, min_p and temp off) from its
+// validated per-row p and min_keep, into the plan's columns (filters.py's plan layout).
+extern "C" __global__ void lc_plan_top_p(const int B, const lc_i64 V, const float* __restrict__ p,
+                                         const lc_i64* __restrict__ min_keep, lc_i64* __restrict__ n_k,
+                                         lc_i64* __restrict__ n_win, lc_i64* __restrict__ mk_p,
+                                         lc_i64* __restrict__ mk_m,
+                                         float* __restrict__ pp, float* __restrict__ mp, float* __restrict__ t,
+                                         int* __restrict__ first_only) {
+    const int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    n_k[b] = V;
+    n_win[b] = lc_min64(V, LC_WIN);
+    mk_p[b] = min_keep[b];
+    mk_m[b] = 0;
+    pp[b] = p[b];
+    mp[b] = 0.0f;
+    t[b] = 1.0f;
+    first_only[b] = 0;
 }
