@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from gpu_impl._array import (NEG_INF, above_zero, as_logits, drop, nonneg, on_device, on_rows, quiet, row_param,
-                             unit_param)
+                             unit_param, widen_exact)
 from gpu_impl._order import (finite_counts, first_reach, keep_first_n, keep_ranked, last_true, nth_largest,
                              sorted_top)
 from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
@@ -205,7 +205,10 @@ def xtc(logits: Any, chance: Any, probability: Any, threshold: Any, min_keep: An
 
     def fn(sub: Any, sel: Any) -> Any:
         # -inf tokens are not candidates, even when threshold == 0 makes p = 0 "above"
-        above = (row_softmax(xp, sub, row_max[sel]) >= thr[sel][:, None]) & (sub > NEG_INF)
+        # compared widened: CuPy's float32 comparison flushes subnormals, so a subnormal threshold
+        # read as 0 made every token "above" (H100 run: a 'huge' row kept 1 of 32,000 tokens)
+        p = widen_exact(xp, row_softmax(xp, sub, row_max[sel]))
+        above = (p >= widen_exact(xp, thr[sel])[:, None]) & (sub > NEG_INF)
         m = above.sum(axis=1)
         apply = (m >= 2) & (nf[sel] - (m - 1) >= mk[sel])
         # the above-threshold set is the top m by logit; its least probable member is the

@@ -124,8 +124,15 @@ def _dist_cut() -> Case:
     return _case("dist cut", np.stack([row] * len(us)), [{"u": u} for u in us], "float32")
 
 
+def _sigma_convention() -> Case:
+    """The population std (divide by n): on [0, 1] (std 1/2) with n = 1.6 and [0, 0, 1, 1] with
+    n = 1.9 the zeros sit 0.2 and 0.05 below the cut; a sample std (n - 1) keeps them."""
+    rows = np.array([[0.0, 1.0, -np.inf, -np.inf], [0.0, 0.0, 1.0, 1.0]])
+    return _case("std convention", rows, [{"n": 1.6}, {"n": 1.9}], "float32")
+
+
 _CUTS: dict[str, Callable[[], Case]] = {
-    "top_k": _top_k_cut, "min_p": _min_p_cut, "top_p": lambda: _mass_cut_for("top_p"),
+    "top_k": _top_k_cut, "min_p": _min_p_cut, "top_n_sigma": _sigma_convention, "top_p": lambda: _mass_cut_for("top_p"),
     "typical": lambda: _mass_cut_for("typical"), "dist": _dist_cut,
 }
 
