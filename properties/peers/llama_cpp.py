@@ -210,15 +210,22 @@ class _StdVector(ctypes.Structure):
     _fields_ = [("begin", ctypes.c_void_p), ("end", ctypes.c_void_p), ("cap", ctypes.c_void_p)]
 
 
+@functools.lru_cache(maxsize=1)
+def _dry_testing_fn() -> Any:
+    """The C++ entry point with its prototype, set once: long streams judge samplers on several
+    threads, and a prototype being (re)set on one while another calls it passes wrong arguments."""
+    lib = ctypes.CDLL(str(Path(_lib().__file__).parent / "lib" / "libllama.so"))  # own handle, own prototypes
+    fn = getattr(lib, _DRY_TESTING)
+    fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_float, ctypes.c_float, ctypes.c_int32, ctypes.c_int32,
+                                                 ctypes.POINTER(_StdVector)]
+    return fn
+
+
 def _dry_testing(multiplier: float, base: float, allowed_length: int, last_n: int,
                  breakers: Sequence[Sequence[int]]) -> Any:
     """Call the C++ ``llama_sampler_init_dry_testing`` with a hand-built vector<vector<int>>;
     it copies the breakers, so the buffers only need to live for the call."""
-    L = _lib()
-    lib = ctypes.CDLL(str(Path(L.__file__).parent / "lib" / "libllama.so"))  # own handle, own prototypes
-    fn = getattr(lib, _DRY_TESTING)
-    fn.restype, fn.argtypes = ctypes.c_void_p, [ctypes.c_float, ctypes.c_float, ctypes.c_int32, ctypes.c_int32,
-                                                 ctypes.POINTER(_StdVector)]
+    L, fn = _lib(), _dry_testing_fn()
     rows = [(ctypes.c_int32 * max(len(b), 1))(*[int(t) for t in b]) for b in breakers]
     inner = (_StdVector * max(len(rows), 1))()
     for vec, row, b in zip(inner, rows, breakers):
@@ -238,7 +245,11 @@ def dry(multiplier: float, base: float, allowed_length: int, last_n: int,
     # llama_sampler_init_dry_testing with disabling parameters dereferences the no-op sampler's
     # context as a DRY context and segfaults (finding "dry-testing-disabled-segfault"): a disabled
     # DRY goes through llama_sampler_init_dry, which returns the no-op sampler safely
-    enabled = multiplier != 0 and base >= 1 and last_n != 0
+    # decided on the values llama.cpp receives (float32, int32): a multiplier of 1e-50 is 0 there,
+    # and an in-process call with it crashed a pytest-xdist worker
+    m32, b32 = np.float32(multiplier), np.float32(base)
+    n32 = ctypes.c_int32(int(last_n)).value
+    enabled = bool(m32 != 0) and bool(b32 >= 1) and n32 != 0
     if breakers and enabled:
         reason = probe().get("dry_testing")
         if reason:
