@@ -162,3 +162,17 @@ def discrete_select(weights: np.ndarray, u: float) -> int:
     cp = np.cumsum(w / total)
     cp[-1] = 1.0
     return int(np.searchsorted(cp, u, side="left"))
+
+
+def discrete_reachable(weights: np.ndarray, tol: np.ndarray, u: float) -> np.ndarray:
+    """Indexes ``discrete_select`` can give with the draw ``u`` for any weights within ``tol`` of
+    ``weights`` (each partial sum of the normalised weights moves by at most its running error)."""
+    w, dw = np.asarray(weights, np.float64), np.asarray(tol, np.float64)
+    if w.size < 2:
+        return np.zeros(min(w.size, 1), dtype=np.int64)
+    total = w.sum()
+    cp = np.cumsum(w) / total
+    err = (np.cumsum(dw) + cp * dw.sum()) / total + 4 * U * cp
+    cp[-1], err[-1] = 1.0, 0.0
+    below = np.concatenate(([-np.inf], cp[:-1] - err[:-1]))
+    return np.flatnonzero((below < u) & (cp + err >= u))

@@ -60,6 +60,8 @@ class Verdict:
     identical: bool
     p_ratio: float = 0.0
     logit_ratio: float = 0.0
+    ambiguous: bool = False  # the legal set admits a size or survivor set other than the oracle's
+    selectable: np.ndarray | None = None  # token ids a legal float path may select (selectors)
 
 
 def dense(ids: np.ndarray, values: np.ndarray, n: int, fill: float = np.nan) -> np.ndarray:
@@ -95,8 +97,24 @@ def check(legal: Legal, cur_in: TokenDataArray, out: PeerOutput) -> Verdict:
     if legal.alt and out.sorted in legal.alt:
         legal = legal.alt[out.sorted]
     why = _check(legal, cur_in, out)
+    lo, hi = legal.sizes
+    ambiguous = (lo != hi or (legal.must is not None and legal.may is not None and bool((legal.may & ~legal.must).any()))
+                 or (legal.maskable is not None and bool(legal.maskable.any())) or _cut_within_tolerance(legal, o))
     return Verdict(why is None, why or "", _same_up_to_ties(cur_in, out, o),
-                   legal.notes.get("p_ratio", 0.0), legal.notes.get("logit_ratio", 0.0))
+                   legal.notes.get("p_ratio", 0.0), legal.notes.get("logit_ratio", 0.0),
+                   ambiguous, legal.notes.get("selectable"))
+
+
+def _cut_within_tolerance(legal: Legal, o: TokenDataArray | None) -> bool:
+    """A ranked cut where a kept token and a dropped one tie, or their keys are within tolerance
+    (typical's float scores): either could have been kept."""
+    if legal.order != "ranked" or legal.ranking is None or legal.key is None or o is None:
+        return False
+    kept, dropped = legal.ranking[:o.size], legal.ranking[o.size:]
+    if not kept.size or not dropped.size:
+        return False
+    tol = legal.key_tol if legal.key_tol is not None else np.zeros_like(legal.key)
+    return bool((legal.key[kept] - tol[kept]).min() <= (legal.key[dropped] + tol[dropped]).max())
 
 
 def _same_up_to_ties(cur_in: TokenDataArray, out: PeerOutput, o: TokenDataArray | None) -> bool:
@@ -109,6 +127,10 @@ def _same_up_to_ties(cur_in: TokenDataArray, out: PeerOutput, o: TokenDataArray 
     else:
         logit = dense(cur_in.ids, cur_in.logits, int(max(cur_in.ids.max(), out.ids.max(initial=0))) + 1)
         same = bool(np.array_equal(logit[out.ids], logit[o.ids]))
+    if same:  # a masking sampler (top_n_sigma) keeps the size: the same tokens must be -inf
+        n = int(max(o.ids.max(initial=0), out.ids.max(initial=0))) + 1
+        same = bool(np.array_equal(dense(out.ids, np.isneginf(out.logits), n, False),
+                                   dense(o.ids, np.isneginf(o.logits), n, False)))
     if same and 0 <= o.selected < o.size:
         if not 0 <= out.selected < out.ids.size:
             return False

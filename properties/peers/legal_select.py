@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from oracle.candidates import TokenDataArray
-from properties.peers.float_model import TINY, U, discrete_select, seq_sum_bound, softmax_f32
+from properties.peers.float_model import TINY, U, discrete_reachable, discrete_select, seq_sum_bound, softmax_f32
 from properties.peers.judge import P_FLOOR, FindingDomain, Legal, dense, lookup
 from properties.peers.legal_filters import _ranked, _sorted_view, _vocab
 from properties.peers.llama_cpp import PeerOutput
@@ -39,6 +39,7 @@ def _dist(pre, cur, out, drift) -> Legal:
         legal = Legal((1, 1), "same", frozenset({cur.sorted}),
                       p=lookup(dense(cur.ids, p_ref, v), dense(cur.ids, p_tol, v)))
         legal.select = lambda q: None if q.selected == 0 else f"selected {q.selected} of 1"
+        legal.notes["selectable"] = cur.ids[:1]
         return legal
     u = copy.deepcopy(pre.rng).uniform_double()
     l = cur.logits
@@ -74,17 +75,27 @@ def _dist(pre, cur, out, drift) -> Legal:
                 f"(oracle {out.selected})")
     legal.select = select
     legal.notes["u"] = u
+    legal.notes["selectable"] = cur.ids[legal_at(np.arange(n))]
     return legal
 
 
-def _discrete_select(pre):
-    """The selection must be exactly discrete_distribution(its own p) with the oracle's next draw."""
+def _discrete_select(pre, legal: Legal, ids: np.ndarray, p: np.ndarray, dp: np.ndarray) -> None:
+    """The selection must be exactly discrete_distribution(its own p) with the oracle's next draw.
+    ``selectable``: the tokens ``ids`` that draw can give for any p within ``dp`` of the oracle's
+    ``p`` (a float32 path on the other side of a CDF boundary picks one of these)."""
     u = copy.deepcopy(pre.rng).uniform_double()
 
     def select(q: PeerOutput) -> str | None:
         expect = discrete_select(q.p, u)
         return None if q.selected == expect else f"selected {q.selected}, discrete_distribution(p, u={u!r}) gives {expect}"
-    return select
+    legal.select = select
+    legal.notes["selectable"] = ids[discrete_reachable(p, dp, u)]
+
+
+def _kept_select(pre, legal: Legal, out: TokenDataArray) -> None:
+    """mirostat's selection over the oracle's kept prefix, renormalised in float."""
+    p, dp = softmax_f32(out.logits)
+    _discrete_select(pre, legal, out.ids, p, dp)
 
 
 def _renormalised(cur: TokenDataArray):
@@ -124,7 +135,7 @@ def _mirostat(pre, cur, out, drift) -> Legal:
     k_lo, k_hi = ks.min() * (1 - slack), ks.max() * (1 + slack)
     sizes = (min(max(int(k_lo), 1), n), min(max(int(k_hi), 1), n))
     legal = _ranked(cur, sizes, {True}, order, p=_renormalised(cur))
-    legal.select = _discrete_select(pre)
+    _kept_select(pre, legal, out)
     _update_mu(pre, out, drift)
     return legal
 
@@ -148,7 +159,7 @@ def _mirostat_v2(pre, cur, out, drift) -> Legal:
     first = lambda mask: int(np.argmax(mask)) if mask.any() else n
     sizes = (max(first(maybe_cut), 1), max(first(sure_cut), 1))
     legal = _ranked(cur, sizes, {True}, order, p=_renormalised(cur))
-    legal.select = _discrete_select(pre)
+    _kept_select(pre, legal, out)
     _update_mu(pre, out, drift)
     return legal
 
@@ -159,7 +170,7 @@ def _adaptive_p(pre, cur, out, drift) -> Legal:
     flags = frozenset({cur.sorted})
     if pre.target < 0:
         legal = Legal((n, n), "same", flags, p=lookup(dense(cur.ids, p0, v), dense(cur.ids, np.maximum(P_FLOOR, dp0), v)))
-        legal.select = _discrete_select(pre)
+        _discrete_select(pre, legal, cur.ids, p0, dp0)
         return legal
     if drift.ema_sum is None:  # float init: target/(1 - decay) and 1/(1 - decay)
         drift.ema_sum, drift.ema_weight = 3 * U * abs(pre.weighted_sum), 3 * U * pre.total_weight
@@ -177,7 +188,7 @@ def _adaptive_p(pre, cur, out, drift) -> Legal:
     dq = dq + q * (dz + (q * dz).sum())
     legal = Legal((n, n), "same", flags, logits=lookup(dense(cur.ids, z, v), dense(cur.ids, dz, v)),
                   p=lookup(dense(cur.ids, q, v), dense(cur.ids, np.maximum(P_FLOOR, dq), v)))
-    legal.select = _discrete_select(pre)
+    _discrete_select(pre, legal, cur.ids, q, dq)
     sel = out.selected
     drift.ema_sum = dp0[sel] + pre.decay * drift.ema_sum + U * (pre.decay * abs(ws) + 2 * (p0[sel] + pre.decay * abs(ws)))
     drift.ema_weight = pre.decay * drift.ema_weight + U * (pre.decay * tw + 2 * (1 + pre.decay * tw))

@@ -34,6 +34,7 @@ class StreamReport:
     identical: int = 0
     divergences: list = field(default_factory=list)  # steps where llama.cpp legally differed somewhere
     token_differences: int = 0  # chains: steps where the final token differed (a legal tie or boundary)
+    boundary_flips: int = 0  # chains: of those, float32 boundaries (the rest are ties)
     stopped: str = ""
     worst_p_ratio: float = 0.0
     worst_logit_ratio: float = 0.0

@@ -150,8 +150,10 @@ def typical_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
     eps = float((rho[normal] + 2 * U32 * np.abs(lnp[normal])).max()) + dh if normal.any() else 0.0
     key = -score
     below = model.finite & ~normal
-    if below.any():  # no precision left in fp32: every such token is as typical as every other
-        key = np.where(below, key[below].min(), key)
+    if below.any():  # no precision left in fp32 (p^ may be 0, its score inf): every such token is as
+        # typical as every other, and less than any normal one; a finite key, as -inf means "not a candidate"
+        floor = float(key[normal].min()) - 2 * eps - 1 if normal.any() else 0.0
+        key = np.where(below, floor, key)
     return np.where(model.finite, key, -np.inf), eps
 
 
