@@ -105,12 +105,14 @@ class Injected:
         self.rows = np.atleast_2d(np.asarray(rows, dtype=np.float32))
         self.n_vocab = self.rows.shape[1]
         self.chains = list(chains)
-        self._dir = inj.scratch_dir()
-        path = inj.write_fast(self._dir / "m.gguf", self.rows, out_type=out_type)
-        mp = L.llama_model_default_params()
-        mp.use_mmap = False
-        self.model = L.llama_model_load_from_file(str(path).encode(), mp)
-        shutil.rmtree(self._dir, ignore_errors=True)
+        folder = inj.scratch_dir()
+        try:  # use_mmap off: the file is read once, so it goes right after, whatever the load did
+            path = inj.write_fast(folder / "m.gguf", self.rows, out_type=out_type)
+            mp = L.llama_model_default_params()
+            mp.use_mmap = False
+            self.model = L.llama_model_load_from_file(str(path).encode(), mp)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
         if not self.model:
             raise Unavailable("llama.cpp could not load the injection model")
         for chain, hist in zip(self.chains, histories or [()] * len(self.chains)):
