@@ -167,6 +167,17 @@ def test_a_tie_made_by_float_temperature_is_a_legal_difference():
     assert rep.steps == 16 and rep.boundary_flips >= 1, rep
 
 
+def test_a_typical_cut_within_its_score_tolerance_is_a_legal_difference():
+    """ci's witness: temp_ext(0.109375), typical(p = 0) and dist on two near-tied tokens. Their
+    typicality scores lie within typical's float error of each other, so either may be the kept
+    one; at step 7 the float64 chain keeps the other and dist picks it: a legal difference."""
+    r = RECORDS_BY_NAME
+    chain = GeneratedChain([(r["temp_ext"], {"t": 0.109375, "delta": 0.0, "exponent": 1.0}),
+                            (r["typical"], {"p": 0.0, "min_keep": 0}), (r["dist"], {"seed": 0})])
+    rep = generated_chain_stream(chain, "near_ties", 2, 0, 8)
+    assert rep.steps == 8 and rep.boundary_flips >= 1, rep
+
+
 def test_an_end_to_end_composition_bug_is_caught():
     """The end-to-end check is not excused away: an oracle chain with a stray temperature before
     dist (every stage itself legal) must fail within 20 steps on peaked rows."""
