@@ -152,10 +152,15 @@ def _mirostat_v2(pre, cur, out, drift) -> Legal:
     n = cur.size
     order, l, _ = _sorted_view(cur)
     p, dp = softmax_f32(l)
-    with np.errstate(divide="ignore", invalid="ignore"):  # p = 0: surprise inf, always cut
-        surprise = -np.log2(p)
-        err = np.where(p > 0, dp / (p * _LN2) + 2 * U * np.abs(surprise), 0.0) + drift.mu + U * abs(pre.mu)
-    maybe_cut, sure_cut = surprise + err > pre.mu, surprise - err > pre.mu
+    # llama.cpp's -log2f(p^) with p^ in [p - dp, p + dp]: the interval's ends, not dp/(p ln 2), since
+    # a p^ that may underflow (dp >= p: p below float32's subnormals) has an unbounded surprise,
+    # cut at any mu (nightly seed 0: past_fp16 rows drove mu to 165 bits, past 2^-149)
+    with np.errstate(divide="ignore", invalid="ignore"):  # p = 0 exactly: expf gave 0, surely cut
+        hi = np.where(p > 0, -np.log2(np.maximum(p - dp, 0.0)), np.inf)
+        lo = np.where(p > 0, -np.log2(p + dp), np.inf)
+    slack = drift.mu + U * abs(pre.mu)  # the peer's mu: the oracle's, within the stream's drift
+    maybe_cut = hi + 2 * U * np.abs(hi) + slack > pre.mu
+    sure_cut = lo - 2 * U * np.abs(lo) - slack > pre.mu
     first = lambda mask: int(np.argmax(mask)) if mask.any() else n
     sizes = (max(first(maybe_cut), 1), max(first(sure_cut), 1))
     legal = _ranked(cur, sizes, {True}, order, p=_renormalised(cur))

@@ -27,7 +27,7 @@ from properties.peers import findings  # noqa: E402
 from properties.peers.judge import FindingDomain, Unsupported  # noqa: E402
 from properties.peers.records import RECORDS, f32  # noqa: E402
 from properties.peers.chains_differential import chain_stream  # noqa: E402
-from properties.peers.streams import single_apply, stream  # noqa: E402
+from properties.peers.streams import Stream, raw_state, single_apply, stream  # noqa: E402
 from properties.samplers.strategies import cases, vocab_sizes  # noqa: E402
 
 pytestmark = pytest.mark.peer
@@ -158,3 +158,22 @@ def test_finding_still_reproduces(finding):
     llama, oracle = finding.replay()
     assert llama == finding.llama_output, f"llama.cpp now gives {llama}, recorded {finding.llama_output}"
     assert oracle == finding.oracle_output, f"the oracle now gives {oracle}, recorded {finding.oracle_output}"
+
+
+def test_mirostat_v2_cut_where_float32_p_underflows():
+    """Witness (nightly seed 0, past_fp16 rows): on peaked rows mirostat v2's mu grows by ~eta·tau a
+    step, past 149 bits, where float32's p of a token e^-105 below the top is 0 (surprise inf, cut)
+    while float64's is 2.5e-46 (surprise 151, kept). Both cuts are legal; the bracket once took
+    dp/(p ln 2) as the surprise's error, which is finite where p^ may underflow, and failed llama.cpp."""
+    record = next(r for r in RECORDS if r.name == "mirostat_v2")
+    s = Stream(record, {"seed": 3, "tau": 10.0, "eta": 1.0}, 2, 0, 20)
+    try:
+        for t in range(16):  # mu = 20 + ~10 a step: 170 bits after 15 peaked rows
+            assert s.step(t, raw_state(np.array([0.0, -60.0], dtype=np.float32))), s.report.stopped
+        assert s.oracle.mu > 160
+        row = np.array([0.0, -105.0], dtype=np.float32)  # e^-105 = 2.5e-46 < 2^-150: expf gives 0
+        s.step(16, raw_state(row))
+        assert s.report.steps == 17
+        assert s.report.stopped == "legal divergence at step 16 (state follows the selection)"
+    finally:
+        s.free()

@@ -66,17 +66,26 @@ class SamplerRecord:
     def has_impl(self) -> bool:
         return self.impl is not None
 
-    def run_oracle(self, row64: np.ndarray, params: Params, truncated: bool = False) -> TokenDataArray:
-        """The oracle on ``row64``; ``truncated`` drops -inf entries first (a truncating chain's view)."""
+    def candidates(self, row64: np.ndarray, truncated: bool = False) -> TokenDataArray:
+        """The array the oracle starts from; ``truncated`` drops -inf entries first (a truncating
+        chain's view). Copies of one such array share its descending sort, so the variants of a
+        bracket sort a 262,144-token row once, not once per variant."""
         cur = TokenDataArray.from_logits(row64)
         if truncated or not self.masked_are_candidates:
             cur.keep(np.flatnonzero(np.isfinite(cur.logits)))
+        return cur
+
+    def run_oracle(self, row64: np.ndarray, params: Params, truncated: bool = False,
+                   start: TokenDataArray | None = None) -> TokenDataArray:
+        """The oracle on ``row64``; ``start``: ``candidates(row64, truncated)``, if already built."""
+        cur = start.copy() if start is not None else self.candidates(row64, truncated)
         self.oracle({**params, "n_vocab": row64.size}).apply(cur)
         return cur
 
-    def oracle_kept(self, row64: np.ndarray, params: Params, truncated: bool = False) -> np.ndarray:
+    def oracle_kept(self, row64: np.ndarray, params: Params, truncated: bool = False,
+                    start: TokenDataArray | None = None) -> np.ndarray:
         """Survivor mask over the vocab (finite survivors only: -inf is 'not a candidate')."""
-        cur = self.run_oracle(row64, params, truncated)
+        cur = self.run_oracle(row64, params, truncated, start)
         kept = np.zeros(row64.size, dtype=bool)
         kept[cur.ids[np.isfinite(cur.logits)]] = True
         return kept
@@ -85,14 +94,16 @@ class SamplerRecord:
         if self.legal is not None:
             return self.legal(row64, params)
         legal = np.zeros(row64.size, dtype=bool)
+        start = self.candidates(row64)
         for v in self.variants(params, row64):
-            legal[self.run_oracle(row64, v).selected_token] = True
+            legal[self.run_oracle(row64, v, start=start).selected_token] = True
         return legal
 
     def must_may(self, row64: np.ndarray, params: Params, truncated: bool = False) -> tuple[np.ndarray, np.ndarray]:
         from properties.samplers.brackets import bracket
 
-        sets = [self.oracle_kept(row64, v, truncated) for v in self.variants(params, row64)]
+        start = self.candidates(row64, truncated)
+        sets = [self.oracle_kept(row64, v, truncated, start) for v in self.variants(params, row64)]
         key, eps = self.key(row64, params) if self.key else (None, 0.0)
         if self.bracket_on == "removed":
             finite = np.isfinite(row64)
