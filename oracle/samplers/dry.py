@@ -94,6 +94,7 @@ class Dry(Sampler):
 def dry(multiplier: float, base: float, allowed_length: int, last_n: int,
         breakers: Sequence[Sequence[int]] = ()) -> Sampler:
     check_finite("dry", multiplier=multiplier, base=base)
-    if float(multiplier) == 0 or float(base) < 1 or int(last_n) == 0:
+    # last_n < 0 disables it too (llama.cpp returns "?dry" since -1 stopped meaning "context size")
+    if float(multiplier) == 0 or float(base) < 1 or int(last_n) <= 0:
         return Empty("dry")
     return Dry(multiplier, base, allowed_length, last_n, breakers)

@@ -274,7 +274,7 @@ FINDINGS: list[Finding] = [
     Finding("dry-testing-disabled-segfault", "dry", "llama.cpp behaviour",
             "llama_sampler_init_dry_testing (the token-breaker entry point test-sampling.cpp uses) calls "
             "llama_sampler_init_dry, which returns the no-op '?dry' sampler for disabling parameters "
-            "(multiplier 0, base < 1, last_n 0), then casts that sampler's context to a DRY context and "
+            "(multiplier 0, base < 1, last_n <= 0: a negative last_n disables DRY in this version), then casts that sampler's context to a DRY context and "
             "clears its breaker map: the process dies (SIGSEGV or SIGABRT). The oracle returns the no-op "
             "sampler. The adapter routes disabled DRY through llama_sampler_init_dry instead.",
             "llama_sampler_init_dry_testing(0.0, 1.75, 2, 64, {{1}}) in a child process",

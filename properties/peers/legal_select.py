@@ -159,8 +159,9 @@ def _mirostat_v2(pre, cur, out, drift) -> Legal:
         hi = np.where(p > 0, -np.log2(np.maximum(p - dp, 0.0)), np.inf)
         lo = np.where(p > 0, -np.log2(p + dp), np.inf)
     slack = drift.mu + U * abs(pre.mu)  # the peer's mu: the oracle's, within the stream's drift
-    maybe_cut = hi + 2 * U * np.abs(hi) + slack > pre.mu
-    sure_cut = lo - 2 * U * np.abs(lo) - slack > pre.mu
+    widen = lambda s, sign: s * np.where(s * sign >= 0, 1 + 2 * U, 1 - 2 * U)  # log2f's rounding; inf stays inf
+    maybe_cut = widen(hi, 1) + slack > pre.mu
+    sure_cut = widen(lo, -1) - slack > pre.mu
     first = lambda mask: int(np.argmax(mask)) if mask.any() else n
     sizes = (max(first(maybe_cut), 1), max(first(sure_cut), 1))
     legal = _ranked(cur, sizes, {True}, order, p=_renormalised(cur))
