@@ -135,15 +135,30 @@ def pytest_testnodedown(node, error) -> None:
         recording.absorb(text)
 
 
+# Files whose tests share no table (each test only adds to the worst-error and example counts,
+# which add up across workers): their tests are scheduled one by one. A file of the nightly's
+# size (engine variants, impl≡oracle: ~1,900 s each at nightly) sent whole would leave the other
+# core idle at the end; a meta test checks none of them registers a table.
+PER_TEST_FILES = ("properties/samplers/test_impl_vs_oracle.py", "properties/engines/test_variants.py",
+                  "properties/samplers/test_determinism.py", "properties/samplers/test_invariants.py",
+                  "properties/samplers/test_row_contract.py")
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """Plain ``-n`` (no ``--dist``) sends whole test files to a worker: a file's tests build its
-    tables together (zoo kills, order matrix), so each arrives whole and -n gives the same results."""
+    tables together (zoo kills, order matrix), so each arrives whole and -n gives the same results;
+    the ``PER_TEST_FILES`` are split test by test."""
     explicit = any(a.startswith("--dist") for a in config.invocation_params.args)
     if config.getoption("dist") == "load" and not explicit:
-        from xdist.scheduler import LoadFileScheduling
+        from xdist.scheduler import LoadScopeScheduling
 
-        return LoadFileScheduling(config, log)
+        class _FileOrTest(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                path = nodeid.split("::", 1)[0]
+                return nodeid if path.endswith(PER_TEST_FILES) else path
+
+        return _FileOrTest(config, log)
     return None
 
 

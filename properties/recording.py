@@ -252,7 +252,7 @@ def snapshot() -> str:
 
 def _merge_tables(a: Any, b: Any) -> Any:
     """Two workers' versions of one table: dicts merge key by key, lists keep each item once.
-    pytest-xdist sends whole files to one worker (``--dist loadfile``), so a table built up by one
+    pytest-xdist sends whole files to one worker (``properties.plugin``), so a table built up by one
     file's tests arrives whole; only tables filled from several files meet here."""
     if isinstance(a, dict) and isinstance(b, dict):
         return {**a, **{k: _merge_tables(a[k], v) if k in a else v for k, v in b.items()}}

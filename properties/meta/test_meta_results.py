@@ -147,3 +147,14 @@ def test_progress_line_counts_and_estimates():
             p.pytest_runtest_logreport(SimpleNamespace(when=when, outcome=outcome if when == "call" else "passed",
                                                        failed=outcome == "failed" and when == "call"))
     assert lines[-1].startswith("[logitcheck] 2/4 tests, 1 failed, 2m0") and "about 2m0" in lines[-1]
+
+
+def test_files_scheduled_test_by_test_share_no_table():
+    """``-n`` splits ``PER_TEST_FILES`` test by test; that gives the one-process results only while
+    none of their tests builds a table (tables merge by key, not by summing, see ``absorb``)."""
+    from properties.plugin import PER_TEST_FILES
+
+    root = Path(__file__).resolve().parents[2]
+    for name in PER_TEST_FILES:
+        text = (root / name).read_text()
+        assert "recording.table" not in text and "TABLES" not in text, f"{name} builds a table: schedule it whole"
