@@ -3,7 +3,7 @@ that more than one domain needs, each written once and derived in units of u = e
 
 Units: ``unit_roundoff`` (u of float64/32/16, bfloat16), γ_k = k·u/(1 - k·u), ``ulp``, the
 elementary functions' allowances ``FN_U`` (twice CUDA's documented single-precision maximum ulp
-error; 1 ulp <= 2u): expf 2, logf 1, tanhf 2, sinf/cosf 2, erff 2, hypotf 3 ulp.
+error; 1 ulp <= 2u): expf 2, logf 1, tanhf 2, sinf/cosf 2, erff 2, hypotf 3, powf 4 ulp.
 
 Orders. A reduction of n terms errs by at most γ_d·Σ|x|, d the most roundings one term passes
 through; d depends on the order an implementation legally chooses (``Order.depth``):
@@ -66,7 +66,7 @@ F32_MIN_SUBNORMAL = 2.0**-149
 SUBNORMAL_FLOOR = 2.0**-148  # absolute error floor of results in the subnormal range
 FTZ_FLOOR = F32_TINY  # results below the normal range may be flushed to zero (fast-math kernels)
 
-FN_U = {"exp": 4.0, "log": 2.0, "tanh": 4.0, "sincos": 4.0, "erf": 4.0, "hypot": 6.0}
+FN_U = {"exp": 4.0, "log": 2.0, "tanh": 4.0, "sincos": 4.0, "erf": 4.0, "hypot": 6.0, "pow": 8.0}
 THREADS = 1024  # a CUDA block: the widest blocked reduction the default contract accepts
 TILE = 256  # an online softmax's tile
 

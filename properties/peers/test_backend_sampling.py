@@ -34,7 +34,7 @@ from properties.samplers.checks import check_matches_oracle, check_softmax_invar
 from properties.peers import backend_bad_rows, backend_sampling as bs  # noqa: E402
 from properties.peers.backend_chains import ChainCase, chain_cases, judge_chain  # noqa: E402
 from properties.peers.backend_judge import explanation_table, judge, kind_of  # noqa: E402
-from properties.samplers.strategies import FAMILIES, Case, cases  # noqa: E402
+from properties.samplers.strategies import FAMILIES, Case, cases, make_logits  # noqa: E402
 
 pytestmark = pytest.mark.peer
 MAX_VOCAB = 4096  # a model per call: ~60 ms at 4,096 tokens, ~0.9 s at 32,000
@@ -186,6 +186,28 @@ def test_judge_rejects_a_chain_whose_backend_drops_the_best_token(monkeypatch):
     monkeypatch.setattr(bs, "run", lambda *a, **k: _drop_best(real(*a, **k)))
     with pytest.raises(PropertyFailure):
         judge_chain(cc)
+
+
+def _temp_ext_case(row: np.ndarray) -> Case:
+    b = row.shape[0]
+    return Case("peaked", row.shape[1], "float32", (0,) * b, {"t": np.full(b, 2.0), "delta": np.full(b, 1.0),
+                                                               "exponent": np.full(b, 0.5)}, logits=row)
+
+
+def test_temp_ext_on_a_near_one_hot_row_is_inside_the_derived_bound():
+    """Witness (nightly seed 0): row [19.92091, 1.6432363], t = 2, delta = 1, exponent 0.5. The top
+    p^ rounds to 1 in float32, so its -p ln p term (1.2e-8) is lost from an H of 2.2e-7; through
+    sqrt that moves T - 1 by ~5 %: llama.cpp's backend is 499 u off, legal float32 arithmetic (the
+    old ad hoc allowance, 97.8 u, failed it). On a well-conditioned row (zipf, 64 tokens: 55 u
+    allowed) a temperature 1e-5 off (~170 u) still fails."""
+    record = RECORDS_BY_NAME["temp_ext"]
+    judge(lambda r, c: check_matches_oracle(IMPL, r, c), record,
+          _temp_ext_case(np.array([[19.92091, 1.6432363]], dtype=np.float32)))
+    zipf = _temp_ext_case(make_logits("zipf", 64, 7)[None, :])
+    judge(lambda r, c: check_matches_oracle(IMPL, r, c), record, zipf)
+    off = np.asarray(bs.temp_ext(zipf.logits, [2.0], [1.0], [0.5])) / (1 + 1e-5)
+    with pytest.raises(PropertyFailure):
+        check_matches_oracle(lambda fn, *a: off, record, zipf)
 
 
 # ---- bad rows: llama.cpp's backend has no error channel for them; never a crash ----

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 from oracle import samplers as s
 from oracle.rng import Replay
 from properties.samplers.record import Params, SamplerRecord
-from properties.numerics import log2n
 from properties.samplers import windows as w
 from properties.samplers.stateful import judge_mu
 from properties.samplers.strategies import floats32, per_row
@@ -112,14 +111,6 @@ def _temp_ext_params(batch: int, vocab: int) -> st.SearchStrategy[Params]:
         "exponent": np.array([r[2] for r in rows])})
 
 
-def _temp_ext_bound(row: np.ndarray, p: Params) -> np.ndarray:
-    finite = row[np.isfinite(row)]
-    spread = float(finite.max() - finite.min()) if finite.size else 0.0
-    lo = max(0.0, p["t"] - p["delta"])
-    amp = (p["t"] + p["delta"] - lo) / max(lo, 1e-6) if p["delta"] > 0 else 0.0
-    return np.full(row.size, 4 + (abs(p["exponent"]) + 1) * (log2n(row.size) + 12 + spread) * amp)
-
-
 def _greedy_legal(row: np.ndarray, p: Params) -> np.ndarray:
     legal = np.zeros(row.size, dtype=bool)
     legal[int(np.argmax(row))] = True
@@ -163,7 +154,7 @@ RECORDS: list[SamplerRecord] = [
         name="temp_ext", kind="transform", impl_name="temp_ext",
         oracle=lambda p: s.temp_ext(p["t"], p["delta"], p["exponent"]), params=_temp_ext_params,
         impl=lambda impl, x, p: impl("temp_ext", x, p["t"], p["delta"], p["exponent"]),
-        transform_bound_u=_temp_ext_bound, noop=({"t": 1.0, "delta": 0.0, "exponent": 1.0},),
+        transform_bound_u=w.temp_ext_bound, noop=({"t": 1.0, "delta": 0.0, "exponent": 1.0},),
         masked_are_candidates=False,
         families=("peaked", "flat", "zipf", "plateaus", "near_ties", "one_finite"),
         allowance="4 u plus the fp32 entropy error (log2 n + 12 + logit spread) u, amplified by "

@@ -157,6 +157,32 @@ def typical_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
     return np.where(model.finite, key, -np.inf), eps
 
 
+def temp_ext_bound(row: np.ndarray, params: Params) -> np.ndarray:
+    """Relative error (u) of temp_ext's l / T, T = T_lo + (T_hi - T_lo)·x^e, x = H / ln n, from
+    the float32 entropy: x within the entropy's bound (+ the division and logf(n)), x^e over that
+    interval (not e·x^(e-1)·dx, unbounded as x -> 0: a near one-hot row whose top p^ rounds to 1
+    loses its -p ln p term, ~u, a large part of an H of ~1e-7), powf, the affine map, the division.
+    A T that may reach 0 is the argmax-or-divide ambiguity: no bound."""
+    t, delta, e = float(params["t"]), float(params["delta"]), float(params["exponent"])
+    if delta <= 0 or row.size <= 1:  # plain l / t (or untouched): a division, or l·fl(1/t): (1 + u)^2 - 1
+        return np.full(row.size, 2 + U32)
+    m = nm.softmax_model(row)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = float(-np.where(m.p > 0, m.p * np.log(m.p), 0.0).sum())
+    ln_n = math.log(row.size)
+    x, dx = h / ln_n, nm.entropy_bound(m) / ln_n + (3 + nm.FN_U["log"]) * U32 * h / ln_n
+    lo, hi = max(x - dx, 0.0), x + dx
+    xe = x**e
+    dxe = max(hi**e - xe, xe - lo**e) + nm.FN_U["pow"] * U32 * max(hi**e, xe)
+    t_lo, t_hi = max(0.0, t - delta), t + delta
+    span = t_hi - t_lo
+    temp = t_lo + span * xe
+    d_temp = span * dxe + 3 * U32 * (t_lo + 2 * span * xe + t_hi)
+    if temp - d_temp <= 0:
+        return np.full(row.size, np.inf)
+    return np.full(row.size, 2 + U32 + d_temp / ((temp - d_temp) * U32))
+
+
 def dist_legal(row: np.ndarray, params: Params) -> np.ndarray:
     """Tokens whose CDF interval (token order) lies within the CDF window of u."""
     model = nm.softmax_model(row)
