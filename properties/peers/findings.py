@@ -98,10 +98,11 @@ def _rounded(values) -> list[float]:
 
 
 def _dry_testing_disabled():
-    status = peer.crash_witness_dry_testing_disabled()
-    o = s.dry(0.0, 1.75, 2, 64, [[1]])
+    # multiplier 0, and a negative last_n (which disables DRY in this build as 0 does)
+    statuses = [peer.crash_witness_dry_testing_disabled(m, n) for m, n in ((0.0, 64), (1.0, -1))]
+    names = {s.dry(m, 1.75, 2, n, [[1]]).name for m, n in ((0.0, 64), (1.0, -1))}
     # SIGSEGV or SIGABRT (glibc catching the heap corruption) depending on the heap's state
-    return {"killed_by_signal": status < 0}, {"sampler": o.name}
+    return {"killed_by_signal": all(st < 0 for st in statuses)}, {"sampler": "?dry" if names == {"?dry"} else sorted(names)}
 
 
 def _bucket_overflow():
@@ -277,7 +278,7 @@ FINDINGS: list[Finding] = [
             "(multiplier 0, base < 1, last_n <= 0: a negative last_n disables DRY in this version), then casts that sampler's context to a DRY context and "
             "clears its breaker map: the process dies (SIGSEGV or SIGABRT). The oracle returns the no-op "
             "sampler. The adapter routes disabled DRY through llama_sampler_init_dry instead.",
-            "llama_sampler_init_dry_testing(0.0, 1.75, 2, 64, {{1}}) in a child process",
+            "llama_sampler_init_dry_testing(0.0, 1.75, 2, 64, {{1}}) and (1.0, 1.75, 2, -1, {{1}}), each in a child process",
             {"killed_by_signal": True}, {"sampler": "?dry"}, _dry_testing_disabled),
     Finding("dist-one-candidate-draws", "dist", "agreement",
             "dist with a single candidate still consumes one uniform draw (so streams stay aligned); "

@@ -314,11 +314,12 @@ def probe() -> dict[str, str | None]:
     return {k: report[k] if k in report else crashed for k in keys}
 
 
-def crash_witness_dry_testing_disabled() -> int:
-    """Exit status of a child process that calls llama_sampler_init_dry_testing(0, 1.75, 2, 64,
-    {{1}}): a negative status is the signal that killed it."""
+def crash_witness_dry_testing_disabled(multiplier: float = 0.0, last_n: int = 64) -> int:
+    """Exit status of a child process that calls llama_sampler_init_dry_testing(multiplier, 1.75, 2,
+    last_n, {{1}}): a negative status is the signal that killed it."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "properties.peers.llama_cpp", "--dry-testing-disabled"],
+    proc = subprocess.run([sys.executable, "-m", "properties.peers.llama_cpp", "--dry-testing-disabled",
+                           repr(float(multiplier)), str(int(last_n))],
                           cwd=_REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     return proc.returncode
 
@@ -326,4 +327,5 @@ def crash_witness_dry_testing_disabled() -> int:
 if __name__ == "__main__" and "--probe" in sys.argv:
     _probe_main()
 if __name__ == "__main__" and "--dry-testing-disabled" in sys.argv:
-    PeerSampler(_dry_testing(0.0, 1.75, 2, 64, [[1]])).free()
+    _at = sys.argv.index("--dry-testing-disabled")
+    PeerSampler(_dry_testing(float(sys.argv[_at + 1]), 1.75, 2, int(sys.argv[_at + 2]), [[1]])).free()
