@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from properties.backends import NOT_COVERED, cupy_device_reason, cupy_or_none
-from properties.numerics import ErrorReport
+from properties.measure import ErrorReport
 
 SCHEMA_VERSION = 2
 BINS_PER_DECADE = 4            # bin k holds (10^(k/4), 10^((k+1)/4)]: quantiles to within a factor 1.78,

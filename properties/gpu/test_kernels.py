@@ -13,7 +13,8 @@ from gpu_impl.engines import llama_cpp_chain
 from properties.backends import load_impl
 from properties.samplers.records import RECORDS_BY_NAME
 from properties.samplers.checks import check_matches_oracle
-from properties.numerics import U32, mass_allowance, softmax_error
+from properties.numerics import U32, mass_allowance
+from properties.measure import softmax_error
 from properties.gpu.device_cases import FAMILIES, SHAPES, cp, needs_device, normal_rows, per_row, rows
 from properties.samplers.strategies import Case
 

@@ -18,7 +18,7 @@ from reports.schema import problems
 TEST_A = '''
 from hypothesis import given, strategies as st
 from properties import recording
-from properties.numerics import ErrorReport
+from properties.measure import ErrorReport
 
 @given(st.integers(0, 1000))
 def test_measured(x):
@@ -36,7 +36,7 @@ def test_fails(x):
 TEST_B = '''
 from hypothesis import given, strategies as st
 from properties import recording
-from properties.numerics import ErrorReport
+from properties.measure import ErrorReport
 ROWS = []
 
 @given(st.integers(0, 1000))

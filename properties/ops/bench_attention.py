@@ -15,7 +15,7 @@ import pytest
 from oracle import ops as oracle_ops
 from properties.backends import load_impl
 from properties.ops.models import attention_model
-from properties.numerics import scaled_error
+from properties.measure import scaled_error
 from properties.ops.strategies import OpCase
 
 HEADS, POSITIONS, HEAD_DIM = 8, 2048, 128

@@ -15,7 +15,8 @@ from properties.ops import models as m
 from properties.ops.records import OP_RECORDS_BY_NAME, OpRecord
 from properties import PropertyFailure, recording
 from properties import numerics as nm
-from properties.numerics import U32, ErrorReport, scaled_error
+from properties.numerics import U32
+from properties.measure import HM_LAMBDA, HM_QUANTILE, ErrorReport, hm_gate, scaled_error
 from properties.ops.strategies import OpCase
 
 # max |gelu_tanh - gelu_erf| over the reals (float64 scan of [-10, 10] at 1e-5 steps: 4.7324e-4;
@@ -85,10 +86,10 @@ def check_matches_oracle(oimpl, record: OpRecord, case: OpCase) -> tuple[ErrorRe
     rep, err = compare(prop, case, out, exact, scale, bound)
     n = record.gate(case) if record.gate else None
     if n:
-        stat, ok = nm.hm_gate(err, n)
+        stat, ok = hm_gate(err, n)
         if not ok:
-            fail(prop, case, f"Higham-Mary gate: the {nm.HM_QUANTILE:.0%} quantile of err/(√{n}·u·Σ|x|) is "
-                             f"{stat:.3g} > λ = {nm.HM_LAMBDA} (independent roundings of {n} signed terms stay near "
+            fail(prop, case, f"Higham-Mary gate: the {HM_QUANTILE:.0%} quantile of err/(√{n}·u·Σ|x|) is "
+                             f"{stat:.3g} > λ = {HM_LAMBDA} (independent roundings of {n} signed terms stay near "
                              f"√n·u; the worst case γ_n alone passes: {rep.describe()})")
     return rep, err
 

@@ -35,7 +35,7 @@ class OpRecord:
     allowance: str
     dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
     gate: Callable[[OpCase], int | None] | None = None
-    """The reduction length n of the Higham-Mary gate (``numerics.hm_gate``) where the strategy
+    """The reduction length n of the Higham-Mary gate (``measure.hm_gate``) where the strategy
     draws terms of random sign (products with a zero-mean operand); None: worst case only."""
     domain: Callable[[OpCase], str | None] = lambda case: None
     """Why a case lies outside the default contract's input domain (None: inside). Outside it

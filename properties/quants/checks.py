@@ -8,7 +8,8 @@ import numpy as np
 
 import oracle.quants as oq
 from properties import PropertyFailure
-from properties.numerics import U32, U64, ErrorReport, gamma
+from properties.numerics import U32, U64, gamma
+from properties.measure import ErrorReport
 from properties.quants.strategies import RawCase, ValueCase
 
 

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 from hypothesis import strategies as st
 
-from properties.numerics import ErrorReport
+from properties.measure import ErrorReport
 from properties.quants.checks import (check_dequantize, check_get_rows, check_idempotent, check_matvec,
                                       check_roundtrip, check_row_at_offset)
 from properties.quants.records import RECORDS, QuantRecord, quant_records

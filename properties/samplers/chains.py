@@ -23,7 +23,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from oracle.candidates import TokenDataArray
-from properties.numerics import U64, elementwise_error, gamma
+from properties.numerics import U64, gamma
+from properties.measure import elementwise_error
 from properties.samplers.brackets import describe_set_violation
 from properties.samplers.checks import count_violation
 from properties.samplers.records import RECORDS_BY_NAME

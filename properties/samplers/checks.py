@@ -13,7 +13,7 @@ from oracle.samplers.base import Empty
 from properties import PropertyFailure, recording
 from properties.samplers.record import SamplerRecord
 from properties import numerics as nm
-from properties.numerics import ErrorReport, elementwise_error
+from properties.measure import ErrorReport, check_softmax, elementwise_error
 from properties.samplers.brackets import describe_set_violation
 from properties.samplers.strategies import Case
 from properties.stratified import GridResult, judge_logit_sampler
@@ -90,11 +90,11 @@ def check_matches_oracle(impl, record: SamplerRecord, case: Case) -> list[ErrorR
 
 
 def judge_softmax(probs: np.ndarray, row64: np.ndarray) -> tuple[ErrorReport, str | None]:
-    """``numerics.check_softmax`` under the active contract; a failure only the strict contract
+    """``measure.check_softmax`` under the active contract; a failure only the strict contract
     sees says so."""
     c = nm.contract()
-    rep, why = nm.check_softmax(probs, row64, c)
-    if why and c is not nm.DEFAULT and nm.check_softmax(probs, row64, nm.DEFAULT)[1] is None:
+    rep, why = check_softmax(probs, row64, c)
+    if why and c is not nm.DEFAULT and check_softmax(probs, row64, nm.DEFAULT)[1] is None:
         why += nm.strict_only(False, True, c)
     return rep, why
 
@@ -134,7 +134,7 @@ def oracle_survivors(record: SamplerRecord, case: Case, params: dict | None = No
 
 def check_softmax_invariants(impl, case: Case, shift: int) -> None:
     """softmax is >= 0, exactly 0 at -inf, its ratios and row sum within the numerics model
-    (``numerics.check_softmax``: order-free ratios, the contract's normaliser), and it is bitwise
+    (``measure.check_softmax``: order-free ratios, the contract's normaliser), and it is bitwise
     invariant under a shift that is exact in fp32 (logits snapped to a 2^-8 grid within ±512)."""
     grid = np.where(np.isfinite(case.logits.astype(np.float64)),
                     np.clip(np.round(case.logits.astype(np.float64) * 256) / 256, -512, 512), -np.inf)

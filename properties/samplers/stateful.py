@@ -27,7 +27,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from properties.numerics import F32_TINY, FN_U, U32, ErrorReport, gamma
+from properties.numerics import F32_TINY, FN_U, U32, gamma
+
+from properties.measure import ErrorReport
 
 if TYPE_CHECKING:
     from properties.samplers.record import Params, SamplerRecord

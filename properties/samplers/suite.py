@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from properties import recording
 from properties.backends import Impl
-from properties.numerics import ErrorReport
+from properties.measure import ErrorReport
 from properties.plugin import covered
 from properties.samplers import checks
 from properties.samplers.boundaries import BOUNDARY, exact_boundary_cases

@@ -26,7 +26,8 @@ import gpu_impl
 import oracle.ops as oo
 from properties.samplers.records import RECORDS_BY_NAME
 from properties.ops import models as op_models
-from properties.numerics import U32, log2n, mass_allowance, softmax_error
+from properties.numerics import U32, log2n, mass_allowance
+from properties.measure import softmax_error
 from properties.ops.strategies import OpCase
 from properties.samplers.strategies import make_logits
 from properties.zoo.conforming import MEMBERS
