@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from fixtures import logit_injection as inj
+from fixtures import llama_log, logit_injection as inj
 from properties.peers import llama_cpp as peer
 from properties.peers.llama_cpp import PeerSampler, Unavailable
 
@@ -36,19 +36,6 @@ BACKEND_SAMPLERS = ("greedy", "dist", "temp", "temp_ext", "top_k", "top_p", "min
 
 def _L():
     return peer._import()
-
-
-_QUIET = None
-
-
-def _silence() -> None:
-    """llama.cpp logs every model load to stderr; route its log to nowhere (once per process)."""
-    global _QUIET
-    if _QUIET is None:
-        L = _L()
-        _QUIET = L.llama_log_callback(lambda level, text, user: None)
-        L.llama_log_set(_QUIET, None)
-        L.llama_backend_init()
 
 
 def backend_capable(smp: PeerSampler) -> bool:
@@ -100,7 +87,7 @@ class Injected:
 
     def __init__(self, rows: np.ndarray, chains: Sequence[PeerSampler], out_type: str = "F32",
                  histories: Sequence[Sequence[int]] | None = None) -> None:
-        _silence()
+        llama_log.silence()
         L = self._L = _L()
         self.rows = np.atleast_2d(np.asarray(rows, dtype=np.float32))
         self.n_vocab = self.rows.shape[1]

@@ -52,7 +52,8 @@ def _penalty_tol(pre, cur, out, v):
 
 def _dry_tol(pre, cur, out, v):
     both = np.isfinite(cur.logits) & np.isfinite(out.logits)
-    pen = dense(cur.ids, np.where(both, cur.logits - out.logits, 0.0), v, 0.0)
+    with np.errstate(invalid="ignore"):  # -inf - -inf outside ``both``: computed, then discarded
+        pen = dense(cur.ids, np.where(both, cur.logits - out.logits, 0.0), v, 0.0)
     res = dense(out.ids, out.logits, v, 0.0)
     return np.where(pen != 0, U * (np.abs(pen) + 2 * np.abs(res)), 0.0)
 

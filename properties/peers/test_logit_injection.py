@@ -7,6 +7,8 @@ nothing else, on the way to the sampler).
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -86,3 +88,40 @@ def test_template_writer_is_the_gguf_writer_byte_for_byte(tmp_path):
 def test_impossible_injections_are_refused(tmp_path, rows, d, why):
     with pytest.raises(ValueError, match=why):
         inj.write_injection_model(tmp_path / "x.gguf", rows, d)
+
+
+_DANGLING_LOG_WITNESS = """
+import ctypes, gc, numpy as np
+from fixtures import llama_graph
+from properties.models import runs
+from properties.peers import backend_sampling as bs
+with bs.Injected(np.zeros((2, 16), np.float32), []):
+    pass
+llama_graph.run(runs.path("llama", "F32"), runs.TOKENS[:4])
+gc.collect()
+# refill freed callback slots: a dangling log pointer would now call this (or crash)
+keep = [ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda x: 1 // 0) for _ in range(2000)]
+with bs.Injected(np.zeros((2, 16), np.float32), []):
+    pass
+print("loaded")
+"""
+
+
+def test_llama_cpp_log_callback_outlives_every_caller():
+    """llama.cpp keeps the log callback's address. The nightly lost a worker (SIGSEGV in
+    ``llama_model_load_from_file``) because ``llama_graph.run`` installed a per-call callback that
+    Python then freed; the sequence that crashed is replayed in a child, and in this process the
+    callback llama.cpp holds after each caller is the one that never dies."""
+    import subprocess
+    import sys
+
+    from fixtures import llama_graph, llama_log
+    from properties.models import runs
+
+    proc = subprocess.run([sys.executable, "-c", _DANGLING_LOG_WITNESS], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0 and "loaded" in proc.stdout, proc.stderr[-2000:]
+    stray = proc.stderr.count("ZeroDivisionError")  # a count: pytest's text diff of stderr is slow
+    assert stray == 0, f"llama.cpp called another callback {stray} times instead of its log sink"
+    llama_graph.run(runs.path("llama", "F32"), runs.TOKENS[:4])
+    assert llama_log.installed() == llama_log.quiet_address() is not None
