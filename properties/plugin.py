@@ -144,6 +144,13 @@ PER_TEST_FILES = ("properties/samplers/test_impl_vs_oracle.py", "properties/engi
                   "properties/samplers/test_row_contract.py")
 
 
+def _queue_rank(scope: str) -> int:
+    """0 for a whole file, 1 + its index for a test of a ``PER_TEST_FILES`` file (sorted stably,
+    so xdist's order by test count stays within each rank)."""
+    path = scope.split("::", 1)[0]
+    return next((1 + i for i, f in enumerate(PER_TEST_FILES) if "::" in scope and path.endswith(f)), 0)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """Plain ``-n`` (no ``--dist``) sends whole test files to a worker: a file's tests build its
@@ -154,9 +161,23 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         from xdist.scheduler import LoadScopeScheduling
 
         class _FileOrTest(LoadScopeScheduling):
+            _ordered = False
+
             def _split_scope(self, nodeid: str) -> str:
                 path = nodeid.split("::", 1)[0]
                 return nodeid if path.endswith(PER_TEST_FILES) else path
+
+            def _assign_work_unit(self, node) -> None:
+                # xdist queues scopes by test count, so the one-test scopes (the heaviest single
+                # tests: impl≡oracle's mirostat_v2 / typical, 2-7 min each at nightly) went last
+                # and one core finished alone; whole files go first, then the split files in
+                # PER_TEST_FILES order (heaviest first), so the queue ends on short tests.
+                if not self._ordered:
+                    self._ordered = True
+                    units = sorted(self.workqueue.items(), key=lambda kv: _queue_rank(kv[0]))
+                    self.workqueue.clear()
+                    self.workqueue.update(units)
+                super()._assign_work_unit(node)
 
         return _FileOrTest(config, log)
     return None

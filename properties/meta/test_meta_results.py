@@ -158,3 +158,15 @@ def test_files_scheduled_test_by_test_share_no_table():
     for name in PER_TEST_FILES:
         text = (root / name).read_text()
         assert "recording.table" not in text and "TABLES" not in text, f"{name} builds a table: schedule it whole"
+
+
+def test_queue_sends_whole_files_first_then_split_files_heaviest_first():
+    """The one-test scopes must not all wait behind the files (one core would finish the
+    nightly's 2-7 min impl≡oracle tests alone): files rank 0, split tests by file position."""
+    from properties.plugin import PER_TEST_FILES, _queue_rank
+
+    scopes = [f"{PER_TEST_FILES[-1]}::t[a]", "properties/peers/test_llama_cpp.py",
+              f"{PER_TEST_FILES[0]}::t[b]", "properties/ops/test_ops.py", f"{PER_TEST_FILES[1]}::t[c]"]
+    assert sorted(scopes, key=_queue_rank) == [
+        "properties/peers/test_llama_cpp.py", "properties/ops/test_ops.py", f"{PER_TEST_FILES[0]}::t[b]",
+        f"{PER_TEST_FILES[1]}::t[c]", f"{PER_TEST_FILES[-1]}::t[a]"]
