@@ -5,6 +5,7 @@ means: an oracle factory, an impl function, and one record here. No test body is
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
@@ -16,6 +17,14 @@ from oracle.samplers.base import Sampler
 
 Kind = Literal["filter", "transform", "select"]
 Params = dict[str, Any]
+
+
+def _digest(a: np.ndarray) -> tuple:
+    return a.dtype.str, a.shape, hashlib.blake2b(np.ascontiguousarray(a).tobytes(), digest_size=16).digest()
+
+
+def _params_key(params: Params) -> tuple:
+    return tuple((k, _digest(np.asarray(v)) if isinstance(v, np.ndarray) else repr(v)) for k, v in sorted(params.items()))
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,8 @@ class SamplerRecord:
     allowance: str = ""
     """The stated boundary allowance, in words (shown in the report)."""
     tags: frozenset[str] = field(default_factory=frozenset)
+    _kept_memo: dict = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
+    """oracle_kept's last 16 answers, oldest first (``dataclasses.replace`` starts an empty one)."""
 
     def __repr__(self) -> str:  # pytest ids and hypothesis output
         return self.name
@@ -84,11 +95,19 @@ class SamplerRecord:
 
     def oracle_kept(self, row64: np.ndarray, params: Params, truncated: bool = False,
                     start: TokenDataArray | None = None) -> np.ndarray:
-        """Survivor mask over the vocab (finite survivors only: -inf is 'not a candidate')."""
-        cur = self.run_oracle(row64, params, truncated, start)
-        kept = np.zeros(row64.size, dtype=bool)
-        kept[cur.ids[np.isfinite(cur.logits)]] = True
-        return kept
+        """Survivor mask over the vocab (finite survivors only: -inf is 'not a candidate').
+        Memoised (a pure function of its inputs): a mass window and the bracket ask for the same
+        parameters, and an engine variant's oracle sorts the whole row on every call."""
+        memo, key = self._kept_memo, (truncated, _digest(row64), _params_key(params))
+        if key not in memo:
+            cur = self.run_oracle(row64, params, truncated, start)
+            kept = np.zeros(row64.size, dtype=bool)
+            kept[cur.ids[np.isfinite(cur.logits)]] = True
+            kept.flags.writeable = False
+            if len(memo) >= 16:
+                memo.pop(next(iter(memo)), None)
+            memo[key] = kept
+        return memo[key]
 
     def legal_tokens(self, row64: np.ndarray, params: Params) -> np.ndarray:
         if self.legal is not None:
