@@ -24,7 +24,7 @@ from typing import Any, Callable, Sequence
 
 from reports import device_check, findings, models_cli, version
 from reports.baseline import DEFAULT_FACTOR, Changes, compare
-from reports.progress import Progress
+from reports.progress import Progress, baseline_durations
 from reports.render import render
 from reports.summary import tally
 
@@ -105,7 +105,8 @@ def pytest_argv(args: argparse.Namespace, results_path: Path) -> list[str]:
     return argv
 
 
-def run_and_record(args: argparse.Namespace, out: Path) -> tuple[Path, dict[str, Any]]:
+def run_and_record(args: argparse.Namespace, out: Path, baseline: dict[str, Any] | None = None
+                   ) -> tuple[Path, dict[str, Any]]:
     """Run the suite in this process; the plugin writes results.json (schema in reports/schema.py)."""
     results_path = out / "results.json"
     results_path.unlink(missing_ok=True)  # never render a previous run's results by mistake
@@ -116,7 +117,7 @@ def run_and_record(args: argparse.Namespace, out: Path) -> tuple[Path, dict[str,
 
         argv = pytest_argv(args, results_path)
         print("logitcheck: pytest " + shlex.join(argv), flush=True)
-        code = int(pytest.main(argv, plugins=[Progress()]))
+        code = int(pytest.main(argv, plugins=[Progress(durations=baseline_durations(baseline))]))
     except Exception as exc:  # the page must still say what happened
         code, error = 3, f"the suite could not be run: {type(exc).__name__}: {exc}"
     if results_path.exists():
@@ -156,7 +157,7 @@ def report(args: argparse.Namespace) -> int:
             return 2
         results_path = args.from_results
     else:
-        results_path, results = run_and_record(args, out)
+        results_path, results = run_and_record(args, out, old if args.baseline is not None else None)
     if args.baseline is not None:
         changes = compare(old, results, args.regression_factor)
     html_path = out / "index.html"

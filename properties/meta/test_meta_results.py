@@ -136,17 +136,28 @@ def test_absorb_is_independent_of_the_split():
 def test_progress_line_counts_and_estimates():
     from types import SimpleNamespace
 
-    from reports.progress import Progress
+    from reports.progress import Progress, baseline_durations
 
-    lines: list[str] = []
-    p = Progress(every=0.0)
-    p.reporter = SimpleNamespace(write_line=lines.append)
-    p.total, p.t0 = 4, p.t0 - 120.0  # two minutes in
-    for outcome in ("passed", "failed"):
-        for when in ("setup", "call", "teardown"):
-            p.pytest_runtest_logreport(SimpleNamespace(when=when, outcome=outcome if when == "call" else "passed",
-                                                       failed=outcome == "failed" and when == "call"))
-    assert lines[-1].startswith("[logitcheck] 2/4 tests, 1 failed, 2m0") and "about 2m0" in lines[-1]
+    def two_tests(durations):
+        lines: list[str] = []
+        p = Progress(every=0.0, durations=durations)
+        p.reporter = SimpleNamespace(write_line=lines.append)
+        p.total, p.t0 = 4, p.t0 - 120.0  # two minutes in
+        for nodeid, outcome in (("a", "passed"), ("b", "failed")):
+            for when in ("setup", "call", "teardown"):
+                p.pytest_runtest_logreport(SimpleNamespace(
+                    nodeid=nodeid, when=when, outcome=outcome if when == "call" else "passed",
+                    failed=outcome == "failed" and when == "call"))
+        return lines[-1]
+
+    line = two_tests(None)  # half the tests in 2 min: 2 min left
+    assert line.startswith("[logitcheck] 2/4 tests, 1 failed, 2m0") and "about 2m0" in line and "by test count" in line
+    # the two done tests took 10 s of the baseline's 70 s: 60 s left at that pace is 12 min here
+    line = two_tests(baseline_durations({"tests": [{"nodeid": k, "duration": d} for k, d in
+                                                  (("a", 4.0), ("b", 6), ("c", 10.0), ("d", 50.0))]
+                                                 + [{"nodeid": "e"}, {"duration": 3.0}, "junk"]}))
+    assert "about 12m0" in line and "baseline durations" in line, line
+    assert baseline_durations({"tests": None}) == baseline_durations(None) == {}
 
 
 def test_files_scheduled_test_by_test_share_no_table():
