@@ -2,9 +2,8 @@
 (``chains_differential.long_streams``); the README's stream statements come from these.
 
 ci: 150 steps at 1,000 tokens. nightly: 1,000 steps at each of 32,000, 151,936 and 262,144 tokens
-(issue 12's floor), about 17 CPU-min on one worker; whole files are queued first, so the other
-worker runs the rest of the suite meanwhile. A lockstep step of all seven samplers costs, in CPU seconds on this suite's 2-core
-machine, 0.07 s at 32,000, 0.28-0.37 s at 151,936 and 0.50-0.65 s at 262,144 tokens.
+(issue 12's floor): 51, 199 and 324 s on one worker in the seed-1 nightly of 2026-11-23 (whole
+files are queued first, so the other worker runs the rest of the suite meanwhile).
 A file of its own, so ``-n`` runs it beside the generated chains.
 """
 from __future__ import annotations
