@@ -6,6 +6,7 @@ means: an oracle factory, an impl function, and one record here. No test body is
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
@@ -17,6 +18,8 @@ from oracle.samplers.base import Sampler
 
 Kind = Literal["filter", "transform", "select"]
 Params = dict[str, Any]
+_RUNS_KEPT = 12  # a 9-variant selection judged twice fits; ~6 MB per 262,144-token run
+_RUNS: OrderedDict[tuple, tuple["SamplerRecord", TokenDataArray]] = OrderedDict()  # least recent first
 
 
 def _digest(a: np.ndarray) -> tuple:
@@ -67,8 +70,6 @@ class SamplerRecord:
     allowance: str = ""
     """The stated boundary allowance, in words (shown in the report)."""
     tags: frozenset[str] = field(default_factory=frozenset)
-    _kept_memo: dict = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
-    """oracle_kept's last 16 answers, oldest first (``dataclasses.replace`` starts an empty one)."""
 
     def __repr__(self) -> str:  # pytest ids and hypothesis output
         return self.name
@@ -88,26 +89,28 @@ class SamplerRecord:
 
     def run_oracle(self, row64: np.ndarray, params: Params, truncated: bool = False,
                    start: TokenDataArray | None = None) -> TokenDataArray:
-        """The oracle on ``row64``; ``start``: ``candidates(row64, truncated)``, if already built."""
-        cur = start.copy() if start is not None else self.candidates(row64, truncated)
-        self.oracle({**params, "n_vocab": row64.size}).apply(cur)
-        return cur
+        """The oracle on ``row64`` (a fresh copy: callers may change it); ``start``:
+        ``candidates(row64, truncated)``, if already built. Memoised, being a pure function of its
+        inputs: a mass window and the bracket, or the legal tokens and the state judge, ask for
+        the same parameters, and each run may sort a 262,144-token row."""
+        key = (id(self), truncated, _digest(row64), _params_key(params))
+        if key in _RUNS:
+            _RUNS.move_to_end(key)
+        else:
+            cur = start.copy() if start is not None else self.candidates(row64, truncated)
+            self.oracle({**params, "n_vocab": row64.size}).apply(cur)
+            _RUNS[key] = (self, cur)  # holding the record keeps its id from being reused
+            while len(_RUNS) > _RUNS_KEPT:
+                _RUNS.popitem(last=False)
+        return _RUNS[key][1].copy()
 
     def oracle_kept(self, row64: np.ndarray, params: Params, truncated: bool = False,
                     start: TokenDataArray | None = None) -> np.ndarray:
-        """Survivor mask over the vocab (finite survivors only: -inf is 'not a candidate').
-        Memoised (a pure function of its inputs): a mass window and the bracket ask for the same
-        parameters, and an engine variant's oracle sorts the whole row on every call."""
-        memo, key = self._kept_memo, (truncated, _digest(row64), _params_key(params))
-        if key not in memo:
-            cur = self.run_oracle(row64, params, truncated, start)
-            kept = np.zeros(row64.size, dtype=bool)
-            kept[cur.ids[np.isfinite(cur.logits)]] = True
-            kept.flags.writeable = False
-            if len(memo) >= 16:
-                memo.pop(next(iter(memo)), None)
-            memo[key] = kept
-        return memo[key]
+        """Survivor mask over the vocab (finite survivors only: -inf is 'not a candidate')."""
+        cur = self.run_oracle(row64, params, truncated, start)
+        kept = np.zeros(row64.size, dtype=bool)
+        kept[cur.ids[np.isfinite(cur.logits)]] = True
+        return kept
 
     def legal_tokens(self, row64: np.ndarray, params: Params) -> np.ndarray:
         if self.legal is not None:

@@ -37,9 +37,9 @@ if TYPE_CHECKING:
 
 def _survivor_q(record: "SamplerRecord", row64: np.ndarray, params: "Params", token: int) -> list[tuple[float, int]]:
     """(q_token, survivors) for each variant whose survivor set holds ``token``."""
-    out = []
+    out, start = [], record.candidates(row64)  # one sort of the row for all nine variants
     for v in record.variants(params, row64):
-        cur = record.run_oracle(row64, v)
+        cur = record.run_oracle(row64, v, start=start)
         at = np.flatnonzero(cur.ids == token)
         if at.size:
             out.append((float(cur.p[at[0]]), int(cur.size)))
