@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 # The per-example budget grows with vocab size (a 262,144 float64 sort per example), so
 # example deadlines are off; hypothesis' own too_slow check stays on.
@@ -18,6 +18,11 @@ _common = dict(deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=25, **_common)
 settings.register_profile("ci", max_examples=40, derandomize=True, database=None, **_common)
 settings.register_profile("nightly", max_examples=250, **_common)
+
+# Witness searches (``hypothesis.find``): every phase but explain. find's success is a "failure" to
+# hypothesis, whose explain phase then line-traces (sys.settrace) the whole search: measured 5x
+# slower on the order matrix, for an explanation no witness table shows.
+WITNESS_SEARCH_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
 
 PROFILE = os.environ.get("LOGITCHECK_PROFILE", "dev")
 settings.load_profile(PROFILE)

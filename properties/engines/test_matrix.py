@@ -14,13 +14,14 @@ from hypothesis import Phase, find, given, settings, target
 from hypothesis.errors import NoSuchExample
 
 from properties import recording
-from properties.profiles import current_profile
+from properties.profiles import WITNESS_SEARCH_PHASES, current_profile
 from properties.engines.matrix import (ENGINE_ORDER, PAIRS, SETTINGS, cases, compare, differs, explanation, labels,
                                       not_expressible, runs, vocab_cap, witness)
 
 # search budgets: CI keeps the whole matrix near a minute; nightly searches ~7x longer
 _NIGHTLY = current_profile() == "nightly"
-_FIND = settings(max_examples=1000 if _NIGHTLY else 150, derandomize=True, database=None, deadline=None)
+_FIND = settings(max_examples=1000 if _NIGHTLY else 150, derandomize=True, database=None, deadline=None,
+                 phases=WITNESS_SEARCH_PHASES)
 _CLIMB = settings(max_examples=400 if _NIGHTLY else 40, derandomize=True, database=None, deadline=None,
                   phases=(Phase.generate, Phase.target))
 CELLS: dict[str, dict] = {}

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import example, find, given, settings, strategies as st
 
 from properties import recording
+from properties.profiles import WITNESS_SEARCH_PHASES
 from properties.samplers.chains import (CHAIN_SAMPLERS, Step, chain_cases, compare, dense_distribution,
                                         impl_prefix, oracle_chain)
 from properties.samplers.records import RECORDS_BY_NAME
@@ -81,6 +82,7 @@ def test_oracle_masked_handoff_divergence_witness(name):
         return not np.array_equal(np.isfinite(a), np.isfinite(b))
 
     row, chain = find(chain_cases(("top_k", name), max_vocab=64), differs,
-                      settings=settings(max_examples=3000, derandomize=True, database=None, deadline=None))
+                      settings=settings(max_examples=3000, derandomize=True, database=None, deadline=None,
+                                        phases=WITNESS_SEARCH_PHASES))
     witness = {"sampler": name, "why": HANDOFF_DIVERGENT[name], "logits": row[0].tolist(), "chain": repr(chain)}
     recording.table(f"handoff_divergence_{name}", witness)

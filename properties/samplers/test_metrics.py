@@ -14,6 +14,7 @@ from scipy.spatial import distance
 
 from oracle import metrics
 from properties import recording
+from properties.profiles import WITNESS_SEARCH_PHASES
 from properties.samplers.strategies import FAMILIES, make_logits
 
 
@@ -112,7 +113,8 @@ def test_cosine_lies_witness():
     def lies(p) -> bool:
         return metrics.cosine(p["a"], p["b"]) > 0.99 and metrics.top_k_overlap(p["a"], p["b"], 5) == 0
 
-    w = find(logit_pairs(), lies, settings=settings(max_examples=2000, database=None, derandomize=True))
+    w = find(logit_pairs(), lies, settings=settings(max_examples=2000, database=None, derandomize=True,
+                                                        phases=WITNESS_SEARCH_PHASES))
     a, b = w["a"], w["b"]
     cos, kl = metrics.cosine(a, b), metrics.kl_divergence(a, b)
     assert cos > 0.99 and metrics.top_k_overlap(a, b, 5) == 0

@@ -3,16 +3,15 @@ shrunk witness (hypothesis ``find``), and the matrix with its witnesses is recor
 from __future__ import annotations
 
 import pytest
-from hypothesis import Phase, find, given, settings, strategies as st
+from hypothesis import find, given, settings, strategies as st
 
 from properties import recording
+from properties.profiles import WITNESS_SEARCH_PHASES
 from properties.samplers.order import EXPECTED, PAIRS, WHY, distribution, pair_id, params, small_logits, tvd, witness_record
 
 _MATRIX: dict[str, dict] = {}
-# derandomized so the recorded witness is the same on every run; no explain phase: its line tracer
-# (sys.settrace over every call) made the search 5x slower and says nothing a witness table needs
-_SEARCH = settings(max_examples=1000, derandomize=True, database=None, deadline=None,
-                   phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink))
+# derandomized so the recorded witness is the same on every run
+_SEARCH = settings(max_examples=1000, derandomize=True, database=None, deadline=None, phases=WITNESS_SEARCH_PHASES)
 
 
 def _record(pair, relation, witness=None):
