@@ -1,9 +1,9 @@
 """Hypothesis profiles. ``ci`` is derandomized (same examples every run); ``nightly`` has 6.25x the
 examples and draws the large vocabularies twice as often (20 % of draws, ci 10 %: 12.5x ci's
-large-vocabulary examples per property). Measured on 2 cores, seed 0, ``-n auto``: 400 examples at
-35 % large took ~95 min; 300 at 20 %, 63.5 min wall (7,531 s of test time, 2,471 tests, the two
-workers busy to the end). Hence 250: estimated 54 min (the test time that scales with the example
-count, at 250/300), not yet measured whole. The hypothesis database, kept between nights,
+large-vocabulary examples per property). Measured on 2 cores, ``-n auto``: 400 examples at
+35 % large took ~95 min; 300 at 20 %, 63.5 min (seed 0). At 250: 57.1 min at seed 0 (upper
+bound, other jobs shared the machine) and 40.6 min at seed 1, both green; the spread is the seed's
+share of 151,936- and 262,144-token draws. The hypothesis database, kept between nights,
 replays every failure found before new examples are drawn."""
 from __future__ import annotations
 
