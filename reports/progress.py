@@ -3,8 +3,8 @@ elapsed time and the estimated time left (pytest's own dots say nothing while a 
 test runs, and a nightly has tests of several minutes). Works on the xdist controller too.
 
 The estimate weights each test by its duration in a baseline run when one is given (``logitcheck
-report --baseline``): test counts alone mislead, since the nightly's last tenth of tests holds
-two thirds of its time (measured at seed 1: "about 1m15s left" at 17 min with 24 minutes to go)."""
+report --baseline``): test counts alone mislead, since most of the nightly's time is in a few
+long tests that finish late (measured at seed 1: "about 1m15s left" at 17 min with 24 minutes to go)."""
 from __future__ import annotations
 
 import time
