@@ -145,6 +145,7 @@ def report(args: argparse.Namespace) -> int:
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     changes: Changes | None = None
+    old: dict[str, Any] | str | None = None
     if args.baseline is not None:  # read first: a missing baseline should not cost a 5-minute run
         old = _load(args.baseline)
         if isinstance(old, str):
@@ -157,7 +158,7 @@ def report(args: argparse.Namespace) -> int:
             return 2
         results_path = args.from_results
     else:
-        results_path, results = run_and_record(args, out, old if args.baseline is not None else None)
+        results_path, results = run_and_record(args, out, old)
     if args.baseline is not None:
         changes = compare(old, results, args.regression_factor)
     html_path = out / "index.html"
