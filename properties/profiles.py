@@ -35,3 +35,12 @@ def current_profile() -> str:
 def large_vocab_weight() -> float:
     """How often strategies draw a vocabulary of >= 32,000 tokens."""
     return 0.2 if current_profile() == "nightly" else 0.1
+
+
+def large_vocab_max_batch() -> int:
+    """The largest batch drawn at >= 32,000 tokens. A batch's per-row paths (row offsets, a
+    parameter taken from the wrong row, a kernel's per-row blocks) are the same at every vocab
+    size and are drawn at batches of 1-9 on every small size, block edges included; at ci a
+    large row costs up to 9 oracle sorts of 262,144 tokens, so ci stops at 3 rows there (measured:
+    impl-vs-oracle and engine variants 219 -> 138 s serial) and the nightly draws 1-9."""
+    return 9 if current_profile() == "nightly" else 3

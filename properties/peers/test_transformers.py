@@ -29,19 +29,22 @@ from oracle.engines import transformers as o_hf
 from properties import recording
 from properties.numerics import mass_allowance, unit_roundoff
 
-try:
-    import torch
-    from transformers import GenerationConfig
-    from transformers.generation import logits_process as lp
-    from transformers.generation.utils import GenerationMixin
-    PEER = None
-except Exception as exc:  # ImportError, or a torch that fails to load
-    PEER = f"transformers/torch not importable ({exc}); pip install 'logitcheck[engines]'"
-
 pytestmark = [pytest.mark.peer]
-if PEER:
-    print(f"SKIP peers/test_transformers: {PEER}")
-    pytestmark.append(pytest.mark.skip(reason=PEER))
+# The peer is imported when this module's first test runs, not at collection: importing torch and
+# transformers costs ~7 s, which every pytest-xdist worker would pay while collecting.
+torch = lp = GenerationConfig = GenerationMixin = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _peer() -> None:
+    global torch, lp, GenerationConfig, GenerationMixin
+    try:
+        import torch
+        from transformers import GenerationConfig
+        from transformers.generation import logits_process as lp
+        from transformers.generation.utils import GenerationMixin
+    except Exception as exc:  # ImportError, or a torch that fails to load
+        pytest.skip(f"transformers/torch not importable ({exc}); pip install 'logitcheck[engines]'")
 
 DTYPES = ("float64", "float32")
 PROB_TOL = {"float64": 1e-12, "float32": 1e-6}

@@ -30,6 +30,7 @@ import numpy as np
 from properties.numerics import F32_TINY, FN_U, U32, gamma
 
 from properties.measure import ErrorReport
+from properties.samplers.record import row_digest
 
 if TYPE_CHECKING:
     from properties.samplers.record import Params, SamplerRecord
@@ -37,9 +38,10 @@ if TYPE_CHECKING:
 
 def _survivor_q(record: "SamplerRecord", row64: np.ndarray, params: "Params", token: int) -> list[tuple[float, int]]:
     """(q_token, survivors) for each variant whose survivor set holds ``token``."""
-    out, start = [], record.candidates(row64)  # one sort of the row for all nine variants
+    # one sort and one digest of the row for all nine variants
+    out, start, rk = [], record.candidates(row64), row_digest(row64)
     for v in record.variants(params, row64):
-        cur = record.run_oracle(row64, v, start=start)
+        cur = record.run_oracle(row64, v, start=start, row_key=rk)
         at = np.flatnonzero(cur.ids == token)
         if at.size:
             out.append((float(cur.p[at[0]]), int(cur.size)))

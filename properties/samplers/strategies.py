@@ -15,7 +15,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from properties.numerics import ulp
-from properties.profiles import large_vocab_weight
+from properties.profiles import large_vocab_max_batch, large_vocab_weight
 
 if TYPE_CHECKING:
     from properties.samplers.record import SamplerRecord
@@ -133,13 +133,37 @@ class Case:
                 f"seeds={self.seeds}, params={shown})")
 
 
-def vocab_sizes(max_vocab: int = 262144) -> st.SearchStrategy[int]:
-    small = st.sampled_from([v for v in SMALL_VOCABS if v <= max_vocab])
-    large = [v for v in LARGE_VOCABS if v <= max_vocab]
-    if not large:
-        return small
-    w = large_vocab_weight()
-    return st.integers(0, 999).flatmap(lambda r: st.sampled_from(large) if r < w * 1000 else small)
+def vocab_sizes(max_vocab: int = 262144, min_vocab: int = 1) -> st.SearchStrategy[int]:
+    return _vocab_sizes(max_vocab, min_vocab, large_vocab_weight())
+
+
+@lru_cache(maxsize=None)
+def _vocab_sizes(max_vocab: int, min_vocab: int, w: float) -> st.SearchStrategy[int]:
+    # built once per shape: hypothesis validates every new strategy object, which cost ~10 % of
+    # the heaviest properties when these were rebuilt at every draw
+    small = [v for v in SMALL_VOCABS if min_vocab <= v <= max_vocab]
+    large = [v for v in LARGE_VOCABS if min_vocab <= v <= max_vocab]
+    if not large or not small:
+        return st.sampled_from(small or large)
+    small_s, large_s = st.sampled_from(small), st.sampled_from(large)
+    return st.integers(0, 999).flatmap(lambda r: large_s if r < w * 1000 else small_s)
+
+
+@lru_cache(maxsize=None)
+def _batches(max_batch: int) -> st.SearchStrategy[int]:
+    # batches of 5-9 too: a kernel's per-row blocks, and a parameter broadcast from the wrong row
+    return (st.integers(1, max_batch) if max_batch < 5 else
+            st.one_of(st.integers(1, 3), st.integers(5, max_batch)))
+
+
+@lru_cache(maxsize=None)
+def _seeds(batch: int) -> st.SearchStrategy[list[int]]:
+    return st.lists(st.integers(0, 2**16), min_size=batch, max_size=batch)
+
+
+@lru_cache(maxsize=4096)
+def _params(param_strategy: Callable[[int, int], st.SearchStrategy[dict]], batch: int, vocab: int):
+    return param_strategy(batch, vocab)
 
 
 @st.composite
@@ -150,12 +174,12 @@ def cases(draw: st.DrawFn, param_strategy: Callable[[int, int], st.SearchStrateg
     dtype = draw(st.sampled_from(dtypes), label="dtype")
     allowed = [f for f in families if dtype == "float32" or f not in FP32_ONLY]
     family = draw(st.sampled_from(allowed), label="family")
-    vocab = draw(vocab_sizes(max_vocab).filter(lambda v: v >= min_vocab), label="vocab")
-    # batches of 5-9 too: a kernel's per-row blocks, and a parameter broadcast from the wrong row
-    batch = draw(st.integers(1, max_batch) if max_batch < 5 else
-                 st.one_of(st.integers(1, 3), st.integers(5, max_batch)), label="batch")
-    seeds = tuple(draw(st.lists(st.integers(0, 2**16), min_size=batch, max_size=batch), label="seeds"))
-    params = draw(param_strategy(batch, vocab), label="params") if param_strategy else {}
+    vocab = draw(vocab_sizes(max_vocab, min_vocab), label="vocab")
+    if vocab >= LARGE_VOCABS[0]:  # per-row paths are exercised at every small size; see profiles
+        max_batch = min(max_batch, large_vocab_max_batch())
+    batch = draw(_batches(max_batch), label="batch")
+    seeds = tuple(draw(_seeds(batch), label="seeds"))
+    params = draw(_params(param_strategy, batch, vocab), label="params") if param_strategy else {}
     return Case(family, vocab, dtype, seeds, params)
 
 
