@@ -33,8 +33,11 @@ def current_profile() -> str:
 
 
 def large_vocab_weight() -> float:
-    """How often strategies draw a vocabulary of >= 32,000 tokens."""
-    return 0.2 if current_profile() == "nightly" else 0.1
+    """How often strategies draw a vocabulary of >= 32,000 tokens: 2 choices in 10 at ci, 3 in 10
+    nightly. Hypothesis' draws are not uniform: over 16 record/dtype properties at ci (40
+    examples each, derandomized) 2 in 10 gave 12-45 % large examples (mean 21 %); 1 in 10 gave
+    0-20 % and left top_k float32 with none, so ci does not go lower."""
+    return 0.3 if current_profile() == "nightly" else 0.2
 
 
 def large_vocab_max_batch() -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from oracle.candidates import descending_order
 from oracle.engines.settings import (Settings, as_row, counts, first_argmax_onehot, first_noise,
                                      inverse_cdf, require, softmax, with_traits)
 
@@ -49,7 +50,7 @@ def truncate(probs: np.ndarray, k: int, p: float, p_min: float, keep_ties: bool 
     """top_k, top_p, min_p on probabilities, by zeroing, in that order, never renormalising (the
     keyword switches are trait overrides: each removes one difference from the other engines)."""
     out = probs.copy()
-    order = np.argsort(-probs, kind="stable")
+    order = descending_order(probs)
     kk = int(k) if int(k) > 0 else probs.size
     if keep_ties and kk < probs.size:
         kk = int((probs >= probs[order[kk - 1]]).sum())

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from oracle.candidates import ascending_order, descending_order
 from oracle.engines.settings import (Settings, as_row, first_noise, inverse_cdf, log_softmax, require, softmax,
                                      with_traits)
 
@@ -57,7 +58,7 @@ def top_p(scores: np.ndarray, p: float, min_tokens_to_keep: int = 1) -> np.ndarr
     if not 0.0 <= float(p) <= 1.0:
         raise ValueError(f"top_p={p} must lie in [0, 1]")
     mk = _min_keep(min_tokens_to_keep)
-    order = np.argsort(scores, kind="stable")
+    order = ascending_order(scores)
     cum = np.cumsum(softmax(scores[order]))
     remove = cum <= 1.0 - float(p)
     remove[max(scores.size - mk, 0):] = False
@@ -68,7 +69,7 @@ def top_p(scores: np.ndarray, p: float, min_tokens_to_keep: int = 1) -> np.ndarr
 
 def _restore_top(remove: np.ndarray, key: np.ndarray, n: int) -> np.ndarray:
     """Un-remove the ``n`` largest by ``key`` (descending, lower id first among ties)."""
-    top = np.argsort(-key, kind="stable")[: min(n, key.size)]
+    top = descending_order(key)[: min(n, key.size)]
     out = remove.copy()
     out[top] = False
     return out
@@ -95,7 +96,7 @@ def typical(scores: np.ndarray, mass: float, min_tokens_to_keep: int = 1, keep_t
     with np.errstate(invalid="ignore"):
         entropy = -np.nansum(logp * p)
         shifted = np.abs(-logp - entropy)
-    order = np.argsort(shifted, kind="stable")
+    order = ascending_order(shifted)
     cum = np.cumsum(softmax(scores[order]))
     last = min(int((cum < float(mass)).sum()), scores.size - 1)
     remove = shifted[order] > shifted[order][last] if keep_ties else np.arange(scores.size) > last

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from oracle.candidates import ascending_order
 from oracle.engines.settings import (Settings, as_row, counts, first_argmax_onehot, require, softmax,
                                      uniforms, with_traits)
 
@@ -53,7 +54,7 @@ def top_k_top_p(x: np.ndarray, k: int, p: float) -> np.ndarray:
     use_k, use_p = 0 < int(k) < v, float(p) < 1.0
     if not (use_k or use_p):
         return x.copy()
-    order = np.argsort(x, kind="stable")
+    order = ascending_order(x)
     srt = x[order].copy()
     if use_k:
         srt[srt < srt[v - int(k)]] = NEG_INF

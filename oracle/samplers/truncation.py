@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from oracle.candidates import TokenDataArray
+from oracle.candidates import TokenDataArray, ascending_order
 from oracle.samplers.base import Empty, Sampler, check_finite
 
 
@@ -127,7 +127,7 @@ class Typical(Sampler):
             neg_log_p = -np.log(cur.p)
             entropy = -np.where(cur.p > 0, cur.p * np.log(cur.p), 0.0).sum()
         score = np.abs(neg_log_p - entropy)
-        order = np.argsort(score, kind="stable")
+        order = ascending_order(score)
         cum = np.cumsum(cur.p[order])
         pos = np.arange(cur.size)
         stop = _first_true((cum > self.p) & ((self.min_keep == 0) | (pos >= self.min_keep - 1)))

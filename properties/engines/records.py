@@ -21,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 from hypothesis import strategies as st
 
-from oracle.candidates import TokenDataArray
+from oracle.candidates import TokenDataArray, ascending_order
 from oracle.engines import mistralrs as o_mistralrs
 from oracle.engines import transformers as o_hf
 from oracle.engines import vllm as o_vllm
@@ -113,7 +113,7 @@ def _mass(name: str, record: Callable[[], SamplerRecord], lo: float = 0.0, hi: f
         if order_of is not None:
             order = order_of(row)
         else:
-            order = np.argsort(np.where(np.isfinite(row), row, -np.inf), kind="stable")
+            order = ascending_order(np.where(np.isfinite(row), row, -np.inf))
             order = order if ascending else order[::-1]
 
         def window(probe: Params) -> float:

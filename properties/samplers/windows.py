@@ -28,6 +28,7 @@ import math
 
 import numpy as np
 
+from oracle.candidates import ascending_order, descending_order
 from properties import numerics as nm
 from properties.numerics import FN_U, U32, F32_TINY
 from properties.samplers.record import Params, SamplerRecord
@@ -42,7 +43,7 @@ def exact_masses(row: np.ndarray) -> bool:
 
 
 def descending(row: np.ndarray) -> np.ndarray:
-    return np.argsort(-np.where(np.isfinite(row), row, -np.inf), kind="stable")
+    return descending_order(np.where(np.isfinite(row), row, -np.inf))
 
 
 def typicality(row: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -55,7 +56,7 @@ def typicality(row: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
 
 
 def typical_order(row: np.ndarray) -> np.ndarray:
-    return np.argsort(typicality(row)[1], kind="stable")
+    return ascending_order(typicality(row)[1])
 
 
 def mass_variants(record_name: str, order_of, param: str = "p", lo: float = -math.inf, hi: float = math.inf):
