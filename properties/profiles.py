@@ -1,10 +1,8 @@
 """Hypothesis profiles. ``ci`` is derandomized (same examples every run); ``nightly`` has 6.25x the
-examples and draws the large vocabularies twice as often (20 % of draws, ci 10 %: 12.5x ci's
-large-vocabulary examples per property). Measured on 2 cores, ``-n auto``: 400 examples at
-35 % large took ~95 min; 300 at 20 %, 63.5 min (seed 0). At 250: 57.1 min at seed 0 (upper
-bound, other jobs shared the machine) and 40.6 min at seed 1, both green; the spread is the seed's
-share of 151,936- and 262,144-token draws. The hypothesis database, kept between nights,
-replays every failure found before new examples are drawn."""
+examples and draws the large vocabularies more often (3 choices in 10, ci 2 in 10; see
+``large_vocab_weight`` for the shares measured). The hypothesis database, kept between nights,
+replays every failure found before new examples are drawn. Nightly wall times measured on 2
+cores are in the README ("Profiles")."""
 from __future__ import annotations
 
 import os
@@ -34,9 +32,9 @@ def current_profile() -> str:
 
 def large_vocab_weight() -> float:
     """How often strategies draw a vocabulary of >= 32,000 tokens: 2 choices in 10 at ci, 3 in 10
-    nightly. Hypothesis' draws are not uniform: over 16 record/dtype properties at ci (40
-    examples each, derandomized) 2 in 10 gave 12-45 % large examples (mean 21 %); 1 in 10 gave
-    0-20 % and left top_k float32 with none, so ci does not go lower."""
+    nightly, the minimal choice among them (``strategies.vocab_sizes``). Measured: 1,000 draws
+    give 21.0 % at ci and 33.4 % nightly; over the 148 per-record ci properties (40 examples
+    each) every one drew at least 2 large examples, mean 21.6 %, 10th-90th percentile 10-38 %."""
     return 0.3 if current_profile() == "nightly" else 0.2
 
 

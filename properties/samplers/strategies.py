@@ -2,7 +2,9 @@
 
 A case is (family, vocab size, batch, dtype, seed): hypothesis shrinks those few integers and
 names, and ``make_logits`` builds a 262,144-wide row in milliseconds. Shrinking therefore moves
-towards small vocabularies, simple families and seed 0, which is what a witness should be.
+towards simple families, small batches and seed 0, and towards the small vocabularies except
+where a failure also occurs at 32,000 tokens (see ``vocab_sizes``: the minimal vocabulary choice
+is the first large size, so that every property visits one).
 """
 from __future__ import annotations
 
@@ -145,12 +147,16 @@ def _vocab_sizes(max_vocab: int, min_vocab: int, w: float) -> st.SearchStrategy[
     large = [v for v in LARGE_VOCABS if min_vocab <= v <= max_vocab]
     if not large or not small:
         return st.sampled_from(small or large)
-    # "large?" as one of ten equally likely choices, the large ones last: hypothesis' integer draws
-    # lean to small values (st.integers(0, 999) < 100 came out 25-30 % in a 40-example run, not
-    # 10 %), and the minimal choice, which every run tries first and shrinking moves to, is small
-    tenths = round(w * 10)
+    # "large?" as one of ten choices, ``w`` of them large. The first (minimal) choice is large:
+    # hypothesis tries the minimal example first, so every property visits a large row in every
+    # profile (with the large choices all last, 12 of 148 ci properties drew none in 40 examples).
+    # The price: a failure that occurs at every size shrinks to 32,000 tokens, not to 1.
+    # (st.integers(0, 999) < 100, used before, came out 30 % large at ci and 41 % nightly, as
+    # hypothesis' integers lean to small values.)
+    tenths = max(1, round(w * 10))
     small_s, large_s = st.sampled_from(small), st.sampled_from(large)
-    return st.sampled_from([False] * (10 - tenths) + [True] * tenths).flatmap(lambda big: large_s if big else small_s)
+    choices = [True] + [False] * (10 - tenths) + [True] * (tenths - 1)
+    return st.sampled_from(choices).flatmap(lambda big: large_s if big else small_s)
 
 
 @lru_cache(maxsize=None)
