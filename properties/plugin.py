@@ -179,6 +179,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                     self.workqueue.update(units)
                 super()._assign_work_unit(node)
 
+            def schedule(self) -> None:
+                again = self.collection is not None  # a replacement for a crashed worker
+                super().schedule()
+                if again:
+                    # xdist gives the newcomer one unit; a unit with one test left then waits for a
+                    # next test (a worker runs an item once it knows the next one, or is told to
+                    # stop) that no completion will trigger: with -n 1 the run hung. Fill it as
+                    # xdist's start does, and tell it to stop when nothing is left.
+                    for node in self.nodes:
+                        while not node.shutting_down and self._pending_of(self.assigned_work[node]) <= 2:
+                            if not self.workqueue:
+                                node.shutdown()
+                                break
+                            self._assign_work_unit(node)
+
             def remove_node(self, node):
                 # xdist's scope scheduler re-queues the crashed test with its unit, so a test that
                 # kills its process kills every replacement worker in turn (measured: 9 workers
