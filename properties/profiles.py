@@ -36,7 +36,8 @@ def large_vocab_weight() -> float:
     first example is large. Measured: 500 draws give 10.6 % at ci and 33.4 % nightly; over the
     148 per-record ci properties (40 examples each) every one drew at least 2 large examples,
     mean 14.1 %, 10th-90th percentile 7.5-25 % (2 in 10: mean 21.6 %, and 17 % more CPU on
-    impl-vs-oracle, engine variants, invariants and row contract: 80.6 s against 69.0 s on 2 workers)."""
+    impl-vs-oracle, engine variants, invariants and row contract: 80.6 s against 69.0 s on 2
+    workers)."""
     return 0.3 if current_profile() == "nightly" else 0.1
 
 
