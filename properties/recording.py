@@ -343,7 +343,7 @@ def run_meta(config: Any, exitstatus: int) -> dict[str, Any]:
     profile = settings.get_current_profile_name()
     derandomized = bool(settings.default.derandomize)
     seed = config.getoption("hypothesis_seed", None)
-    workers = config.getoption("numprocesses", None) if config.pluginmanager.hasplugin("xdist") else None
+    workers = getattr(config.option, "numprocesses", None)  # absent without xdist, whatever name loaded it
     selection = " and ".join(f"{flag} {v}" for flag, v in (("-k", config.getoption("keyword")),
                                                           ("-m", config.getoption("markexpr"))) if v)
     from properties import numerics
