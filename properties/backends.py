@@ -103,9 +103,36 @@ class Impl:
 
     def __call__(self, fn: str, *args: Any, **kwargs: Any) -> Any:
         f = self.function(fn)
+        if getattr(f, "__module__", None) == "properties.protocol.harness":
+            from properties.protocol.harness import HarnessUnsupported
+            try:
+                return f(*args, **kwargs)
+            except HarnessUnsupported as exc:
+                NOT_COVERED.add(f"{self.name}.{fn} (some cases)")
+                raise NotCovered(str(exc)) from None
         out = f(*(self.to_device(a) for a in args), **{k: self.to_device(v) for k, v in kwargs.items()})
         return self.to_host(out)
 
 
+_EXEC: dict[str, ModuleType] = {}
+
+
 def load_impl(module_name: str, backend: str, module: ModuleType | None = None) -> Impl:
+    """``module_name`` is a Python module with gpu_impl's API, or ``exec:CMD``: an engine's
+    harness process spoken to over the protocol (docs/protocol.md), started once per process."""
+    if module is None:
+        from properties.protocol.harness import exec_module, parse_command
+
+        command = parse_command(module_name)
+        if command is not None:
+            if command not in _EXEC:
+                _EXEC[command] = exec_module(command)
+            module = _EXEC[command]
     return Impl(module if module is not None else importlib.import_module(module_name), backend)
+
+
+def part_of(impl: Impl, part: str) -> ModuleType | None:
+    """The implementation's ``part`` module (ops, quants, engines) if it carries one as an
+    attribute (an ``exec:`` harness does), else None (import ``<impl>.<part>`` instead)."""
+    sub = getattr(impl.module, part, None)
+    return sub if isinstance(sub, ModuleType) else None

@@ -15,7 +15,7 @@ import pytest
 
 from properties import profiles  # noqa: F401  (registers and loads the hypothesis profiles)
 from properties import numerics, recording
-from properties.backends import NOT_COVERED, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl
+from properties.backends import NOT_COVERED, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl, part_of
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -68,6 +68,9 @@ def submodule_impl(impl: Impl, part: str) -> Impl:
     """The implementation's ``part`` module (``--impl gpu_impl`` -> ``gpu_impl.ops``), or a visible
     NOT COVERED skip when the implementation has none."""
     name = f"{impl.name}.{part}"
+    carried = part_of(impl, part)
+    if carried is not None:
+        return load_impl(name, impl.backend, carried)
     try:
         module = importlib.import_module(name)
     except ModuleNotFoundError as exc:

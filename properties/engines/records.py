@@ -27,7 +27,7 @@ from oracle.engines import transformers as o_hf
 from oracle.engines import vllm as o_vllm
 from oracle.engines.settings import Settings
 from oracle.samplers.base import Empty, Sampler
-from properties.backends import Impl, NotCovered
+from properties.backends import Impl, NotCovered, part_of
 from properties.engines.selections import Gumbel, Race, gumbel_legal, race_legal, ratio_eps, uniform_rows
 from properties.samplers.record import Params, SamplerRecord
 from properties.samplers.records import _dict, _logit_key, _prob
@@ -42,6 +42,8 @@ _SUB: dict[tuple[str, str], Impl] = {}
 def engines_impl(impl: Impl) -> Impl:
     """The ``<impl>.engines`` module on the same backend (NotCovered if the impl has none)."""
     key = (impl.name, impl.backend)
+    if key not in _SUB and part_of(impl, "engines") is not None:
+        _SUB[key] = Impl(part_of(impl, "engines"), impl.backend)
     if key not in _SUB:
         import importlib
         try:
