@@ -36,7 +36,7 @@ class ErrorReport:
 
 def check_softmax(p_hat: np.ndarray, row64: np.ndarray, c: Contract | None = None) -> tuple[ErrorReport, str | None]:
     """An fp32 softmax of ``row64``'s finite entries, in two parts: ratios p^_i/p^_max against
-    exp(l_i - l_max) within u·(|d_i| + 6) (+ FTZ_FLOOR absolute), then |Σp^ - 1| within θ.
+    exp(l_i - l_max) within u·(|d_i| + exp_u(d_i) + 2) (+ FTZ_FLOOR absolute), then |Σp^ - 1| within θ.
     Returns the worse report (in u) and why it fails, or None."""
     c = c or active_contract()
     m = softmax_model(row64, c)

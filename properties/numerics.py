@@ -5,6 +5,17 @@ Units: ``unit_roundoff`` (u of float64/32/16, bfloat16), γ_k = k·u/(1 - k·u),
 elementary functions' allowances ``FN_U`` (twice CUDA's documented single-precision maximum ulp
 error; 1 ulp <= 2u): expf 2, logf 1, tanhf 2, sinf/cosf 2, erff 2, hypotf 3, powf 4 ulp.
 
+Exponentials (``ExpForm``, ``exp_u``). Engines compute e^d of a float32 argument d = fl(l - max)
+in more than one legal way, and the contract says which: ``expf`` (2 ulp); ``exp2f`` of the
+prescaled argument fl(d·fl(log2 e)) (the product's rounding and the constant's, 1.2235 u·|d|,
+then exp2f's 2 ulp); and the fast-math intrinsic ``__expf`` (``-use_fast_math``, FlashInfer's
+sampling kernels, ggml-CUDA's fast-math builds: ex2.approx of x·log2e), CUDA's documented
+2 + 1.173·|x| ulp. The default contract accepts all three (the engines behind this suite's
+users ship fast-math kernels); strict demands an exp within expf's 2 ulp of e^d at the rounded
+argument (a prescaled exp2f fails it where |d| > ~3: strict is the accurate tier). Every check that judges p_i/p_max, a log-softmax, attention's
+softmax or a sampler window takes its exp error from ``exp_u``. Metal's fast-math ``exp`` is not
+modelled (its bound is not verified here): a Metal engine built with fast math may see red.
+
 Orders. A reduction of n terms errs by at most γ_d·Σ|x|, d the most roundings one term passes
 through; d depends on the order an implementation legally chooses (``Order.depth``):
 sequential n - 1 (CPU loops), pairwise/tree ⌈log2 n⌉ (NumPy, warp shuffles), blocked
@@ -19,9 +30,10 @@ Contracts. ``DEFAULT`` accepts every correct strategy: any order above for sums,
 and normalisers (the bound is the worst of them, sequential's γ_{n-1}), a blocked, tree,
 compensated or wider CDF for ``dist`` (llama.cpp's is a double running sum; a float32 CDF in
 token order drifts by up to γ_V, 1.6 % at V = 262,144, which is a distribution error, not
-rounding), inputs inside each op's stated domain, and any decision on bad input that is not
-memory-unsafe. ``STRICT`` (``--contract strict``) demands tree-order error (⌈log2 n⌉ sums and
-scans), overflow-safe results beyond the domain, and a ValueError for bad input; failures that
+rounding), the fast-math exponentials (``EXP_FORMS``), inputs inside each op's stated domain,
+and any decision on bad input that is not memory-unsafe. ``STRICT`` (``--contract strict``)
+demands tree-order error (⌈log2 n⌉ sums and scans), expf-accurate exponentials, overflow-safe
+results beyond the domain, and a ValueError for bad input; failures that
 only strict sees say so. An implementation may claim parts of strict for itself
 (``LOGITCHECK_CLAIMS`` in its module: "overflow_safe", "refuses_bad_input") and is then held
 to them under the default contract too.
@@ -31,7 +43,7 @@ order-free bound from the terms themselves (``sum_bound``; derivation in its doc
 for peaked rows, where the worst case γ_{n-1}·S is millions of times too loose.
 
 Softmax is judged in two parts (``measure.check_softmax``, from ``softmax_model`` here): the ratios p_i / p_max against
-exp(l_i - l_max), which no summation order touches (u·(|l_i - l_max| + 6): the rounded argument,
+exp(l_i - l_max), which no summation order touches (u·(|l_i - l_max| + exp_u + 2): the rounded argument,
 expf's 4 u, two divisions), and the normaliser Σp - 1 against the contract's sum model.
 
 Probabilistic gate (Higham & Mary 2019): where rounding errors are independent and mean-zero
@@ -86,6 +98,38 @@ def log2n(n: int) -> int:
     return max(1, math.ceil(math.log2(max(n, 2))))
 
 
+# --- exponentials ------------------------------------------------------------------------------
+
+LOG2E = 1.4426950408889634
+LOG2E_F32_REL_U = abs(float(np.float32(LOG2E)) - LOG2E) / LOG2E / U32
+"""fl(log2 e)'s relative error in u (0.2235): it scales every prescaled argument."""
+
+
+@dataclass(frozen=True)
+class ExpForm:
+    """One legal way to compute e^d for a float32 argument d, with its relative error in units of
+    u: ``slope``·|d| + ``const``. The rounding of d itself (u·|d|) is the caller's to count."""
+    name: str
+    slope: float
+    const: float
+    source: str
+
+    def u(self, d: Any) -> Any:
+        return self.slope * np.abs(d) + self.const
+
+
+EXPF = ExpForm("expf", 0.0, FN_U["exp"], "expf: CUDA's documented 2 ulp (glibc's is below 1 ulp)")
+EXP2F_PRESCALED = ExpForm(
+    "exp2f(d·log2e)", 1.0 + LOG2E_F32_REL_U, FN_U["exp"],
+    "t = fl(d·fl(log2 e)): the product's rounding moves 2^t by u·|d| and the constant's by 0.2235 u·|d|; "
+    "exp2f: 2 ulp")
+FAST_EXPF = ExpForm(
+    "__expf", 2 * 1.173, 4.0,
+    "CUDA's __expf (-use_fast_math; ex2.approx.ftz of x·log2e, FlashInfer's ptx_exp2 path): documented "
+    "2 + floor(|1.173·x|) ulp, 1 ulp <= 2u")
+EXP_FORMS = (EXPF, EXP2F_PRESCALED, FAST_EXPF)
+
+
 # --- summation orders and contracts ----------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -131,6 +175,13 @@ class Contract:
     squares overflow float32)."""
     refuses_bad_input: bool
     """NaN / +inf logits, wrong dtypes and empty rows must raise ValueError."""
+    exp: tuple[ExpForm, ...] = EXP_FORMS
+    """Formulations of e^d accepted (default: fast-math intrinsics too; strict: accurate ones)."""
+
+    def exp_u(self, d: Any) -> Any:
+        """The worst accepted exp's relative error at argument d, in u (elementwise)."""
+        return np.maximum.reduce([np.asarray(f.u(d), dtype=np.float64) for f in self.exp]) if np.ndim(d) \
+            else max(f.u(d) for f in self.exp)
 
     def depth(self, n: int) -> float:
         return max(o.depth(n) for o in self.sums)
@@ -151,8 +202,8 @@ class Contract:
         return replace(self, **extra) if extra else self
 
 
-DEFAULT = Contract("default", ALL_ORDERS, (BLOCKED, PAIRWISE, COMPENSATED, WIDE), False, False)
-STRICT = Contract("strict", TREE_ORDERS, TREE_ORDERS, True, True)
+DEFAULT = Contract("default", ALL_ORDERS, (BLOCKED, PAIRWISE, COMPENSATED, WIDE), False, False, EXP_FORMS)
+STRICT = Contract("strict", TREE_ORDERS, TREE_ORDERS, True, True, (EXPF,))
 CONTRACTS = {c.name: c for c in (DEFAULT, STRICT)}
 _ACTIVE = [DEFAULT]
 
@@ -174,6 +225,11 @@ def contract(impl: Any = None) -> Contract:
 def active_contract() -> Contract:
     """The contract the run judges by (``--contract``; default: DEFAULT)."""
     return _ACTIVE[0]
+
+
+def exp_u(d: Any, c: Contract | None = None) -> Any:
+    """Relative error in u of an accepted exp at the float32 argument d (``Contract.exp_u``)."""
+    return (c or _ACTIVE[0]).exp_u(d)
 
 
 def strict_only(failed_default: bool, failed_active: bool, c: Contract) -> str:
@@ -244,12 +300,9 @@ class SoftmaxModel:
     finite: np.ndarray
     theta: float
     """Bound on the normaliser's relative error: |Σp^ - 1| and every p^_i's common factor."""
-
-    @property
-    def elementwise_u(self) -> np.ndarray:
-        """Per-token relative error of p^_i apart from the normaliser: the rounded argument
-        (u·|d|), expf (4 u), the division or reciprocal multiply (2 u)."""
-        return np.abs(self.d) + FN_U["exp"] + 2
+    elementwise_u: np.ndarray
+    """Per-token relative error of p^_i apart from the normaliser, in u: the rounded argument
+    (|d|), the contract's exp at d (``exp_u``), the division or reciprocal multiply (2)."""
 
     def rel(self) -> np.ndarray:
         """Relative error bound of each p^_i: elementwise part plus the normaliser's."""
@@ -257,20 +310,21 @@ class SoftmaxModel:
 
 
 def softmax_model(row64: np.ndarray, c: Contract | None = None) -> SoftmaxModel:
-    """p, and θ: |Σp^ - 1| <= sum_bound(e)/S (the order) + 2u·Σp(|d| + 4) (an engine may
+    """p, and θ: |Σp^ - 1| <= sum_bound(e)/S (the order) + 2u·Σp(|d| + exp_u(d)) (an engine may
     compute e twice: once for the normaliser, once for the output, as online softmax does) + 2u
     (the divisions) + n·2^-126/… (outputs flushed to zero)."""
     finite = np.isfinite(row64)
     if not finite.any():
         z = np.zeros(row64.size)
-        return SoftmaxModel(z, z, finite, 0.0)
+        return SoftmaxModel(z, z, finite, 0.0, z + 2.0)
     d = np.where(finite, row64 - row64[finite].max(), 0.0)
     e = np.where(finite, np.exp(d), 0.0)
     s = e.sum()
     p = e / s
-    theta = (sum_bound(e, c) / s + 2 * U32 * float((p * (np.abs(d) + FN_U["exp"])).sum()) + 2 * U32
+    arg_exp = np.abs(d) + exp_u(d, c)
+    theta = (sum_bound(e, c) / s + 2 * U32 * float((p * arg_exp).sum()) + 2 * U32
              + int(finite.sum()) * FTZ_FLOOR)
-    return SoftmaxModel(p, d, finite, float(theta))
+    return SoftmaxModel(p, d, finite, float(theta), arg_exp + 2)
 
 
 def entropy_bound(m: SoftmaxModel, c: Contract | None = None) -> float:

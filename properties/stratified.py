@@ -12,8 +12,8 @@ length is within 2κ of p_j and the judge allows |count_j - N·p_j| <= 1 + 2Nκ.
 both derived in units of u (properties.numerics):
 
 * the weights. ``weights_error(row)`` = Σ|ê_i - e_i| / Σe_i for float32 weights
-  ê_i = expf(fl(l_i - max)): the rounded argument moves exp by a factor e^{±u|l_i - max|}, expf
-  adds FN_U["exp"] u, and a result below the normal range may be flushed (FTZ_FLOOR absolute).
+  ê_i = exp(fl(l_i - max)): the rounded argument moves exp by a factor e^{±u|l_i - max|}, the
+  contract's exp adds ``numerics.exp_u`` u, and a result below the normal range may be flushed (FTZ_FLOOR absolute).
   The row sum is >= 1 (the maximal token weighs exp(0) = 1), so the weights' share of a CDF
   point is at most 2h/(1 - h). Zero for a sampler handed its weights (mistral.rs' WeightedIndex).
 * the accumulation (``ACCUMULATIONS``), what a correct implementation may legally do:
@@ -40,7 +40,7 @@ from typing import Callable
 
 import numpy as np
 
-from properties.numerics import FN_U, FTZ_FLOOR, U32, U64, gamma
+from properties.numerics import FTZ_FLOOR, U32, U64, exp_u, gamma
 
 GRID_N = 2**16
 BLOCK_THREADS = 1024
@@ -64,7 +64,7 @@ def weights_error(row64: np.ndarray, roundings: int = 0) -> float:
     e = np.exp(-d)
     with np.errstate(over="ignore", invalid="ignore"):
         # e^{u|d|} from the rounded argument, then expf, then the common roundings
-        rel = (1 + FN_U["exp"] * U32) * (1 + U32) ** roundings * np.exp(U32 * d) - 1
+        rel = (1 + exp_u(d) * U32) * (1 + U32) ** roundings * np.exp(U32 * d) - 1
         per = np.where(e > 0, e * rel, 0.0) + FTZ_FLOOR  # a result below the normal range may be flushed
     return float(per.sum() / e.sum())
 

@@ -32,7 +32,7 @@ from properties.engines.selections import Gumbel, Race, gumbel_legal, race_legal
 from properties.samplers.record import Params, SamplerRecord
 from properties.samplers.records import _dict, _logit_key, _prob
 from properties.samplers.windows import typical_key, typical_order
-from properties.numerics import U32, entropy_bound, mass_bound, softmax_model
+from properties.numerics import U32, entropy_bound, exp_u, mass_bound, softmax_model
 from properties.samplers.strategies import per_row
 
 ENGINE_NAMES = ("transformers", "vllm", "mistral.rs", "candle")
@@ -86,23 +86,27 @@ def threshold_window(row: np.ndarray, v: float, form: str) -> float:
     """How far (in log space) a float32 engine's decision p^_i >= threshold may sit from the
     exact one, at the threshold itself (not over the row's spread):
 
-    - "ratio" (min_p: p_i >= v·p_max): the ratio's u·(|ln v| + 6), v's and the product's
-      rounding: u·(|ln v| + 8); the normaliser cancels;
-    - "absolute" (epsilon: p_i >= v): p_i's own bound at p = v, u·(|ln(v·S)| + 6) + θ, plus v's
+    - "ratio" (min_p: p_i >= v·p_max): the ratio's u·(|ln v| + exp_u + 2), v's and the product's
+      rounding: 2 u more; the normaliser cancels;
+    - "absolute" (epsilon: p_i >= v): p_i's own bound at p = v, u·(|d| + exp_u(d) + 2) + θ with
+      d = ln(v·S), plus v's
       rounding (S = Σ exp(l - max), so l - max = ln(v·S) at the threshold);
     - "eta" (p_i >= c = min(v, √v·exp(-H))): as "absolute" at c, plus H^'s error
       (``numerics.entropy_bound``) and 5 u for exp, sqrt and the product; doubled, because the
       variants scale v and the √v branch moves by the square root of that factor.
     """
+    def ratio_u(d: float) -> float:  # p_i/p_max at l - max = d: the argument, exp, two divisions
+        return abs(d) + exp_u(d) + 2
+
     if form == "ratio":
-        return U32 * (abs(math.log(v)) + 8)
+        return U32 * (ratio_u(math.log(v)) + 2)
     m = softmax_model(row)
     s = 1.0 / float(m.p.max())
     if form == "absolute":
-        return U32 * (abs(math.log(v * s)) + 6) + m.theta + U32
+        return U32 * ratio_u(math.log(v * s)) + m.theta + U32
     h = float(-(m.p[m.p > 0] * np.log(m.p[m.p > 0])).sum())
     c = min(v, math.sqrt(v) * math.exp(-h))
-    return 2 * (U32 * (abs(math.log(c * s)) + 6) + m.theta + entropy_bound(m) + 5 * U32)
+    return 2 * (U32 * ratio_u(math.log(c * s)) + m.theta + entropy_bound(m) + 5 * U32)
 
 
 def _mass(name: str, record: Callable[[], SamplerRecord], lo: float = 0.0, hi: float = 1.0,

@@ -6,7 +6,8 @@ Every reduction of n terms is the contract's model (``numerics.Contract``): ``_d
 the γ index of a sum in any order the active contract accepts (default: any order, so
 sequential's n - 1; strict: a tree's ⌈log2 n⌉), ``_dot(k)`` that of a k-term dot product.
 Elementary functions are allowed ``numerics.FN_U[f]`` u (twice CUDA's documented
-single-precision maximum ulp error).
+single-precision maximum ulp error); exp the contract's ``numerics.exp_u`` (fast-math
+intrinsics included under the default contract).
 """
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def _softmax_terms(case: OpCase):
     e = np.where(fin, np.exp(d), 0.0)
     total = e.sum(axis=-1, keepdims=True)
     p = e / np.where(total > 0, total, 1.0)
-    E = 2 * np.abs(d) + a * (np.abs(zf) + np.abs(m)) + FN_U["exp"]  # exp of a rounded argument
+    E = 2 * np.abs(d) + a * (np.abs(zf) + np.abs(m)) + numerics.exp_u(d)  # exp of a rounded argument
     Ebar = (p * E).sum(axis=-1, keepdims=True)
     n = fin.sum(axis=-1, keepdims=True)
     return p, d, E, Ebar, n, np.log(np.where(total > 0, total, 1.0))
@@ -77,8 +78,8 @@ def log_softmax_model(case: OpCase, exact: np.ndarray):
     p, d, E, Ebar, n, log_s = _softmax_terms(case)
     ax = case.params.get("axis", -1)
     y = np.moveaxis(np.where(np.isfinite(exact), exact, 0.0), ax, -1)
-    args = E - 2 * np.abs(d) - FN_U["exp"]  # a·(|z_i| + |m|): the roundings z carries
-    absolute = 2 * np.abs(d) + args + FN_U["exp"] + Ebar + _depth(n) + FN_U["log"] * np.abs(log_s) + np.abs(y) + 3
+    args = E - 2 * np.abs(d) - numerics.exp_u(d)  # a·(|z_i| + |m|): the roundings z carries
+    absolute = 2 * np.abs(d) + args + numerics.exp_u(d) + Ebar + _depth(n) + FN_U["log"] * np.abs(log_s) + np.abs(y) + 3
     scale = 1 + np.abs(d) + np.abs(y) + np.abs(log_s) + args
     return np.moveaxis(scale, -1, ax), np.moveaxis(absolute / scale, -1, ax)
 
@@ -170,7 +171,7 @@ def attention_model(case: OpCase, exact: np.ndarray, dq: np.ndarray | None = Non
     d = np.where(vis[None], s - s.max(axis=-1, keepdims=True), 0.0)
     w = np.where(vis[None], np.exp(d), 0.0)
     prob = w / w.sum(axis=-1, keepdims=True)
-    E = np.where(vis[None], delta + 2 * np.abs(d) + FN_U["exp"], 0.0)
+    E = np.where(vis[None], delta + 2 * np.abs(d) + numerics.exp_u(d), 0.0)
     Ebar = (prob * E).sum(axis=-1)[..., None]
     den = np.einsum("htj,jhd->htd", prob, np.abs(vv))
     num = np.einsum("htj,jhd->htd", prob * E, np.abs(vv))

@@ -18,7 +18,7 @@ MODULES = {"": "gpu_impl", "ops": "gpu_impl.ops", "quants": "gpu_impl.quants", "
 IN_PROCESS_ONLY = frozenset({"ops.KVCache", "ops.attention_decode", "ops.attention_step"})
 """Functions that take or return a live object (a KV cache): judged in process only."""
 
-SELECTORS = frozenset({"greedy", "dist", "engines.vllm_sample", "engines.mistralrs_sample", "engines.candle_sample"})
+SELECTORS = frozenset({"greedy", "dist", "engines.llama_cpp_chain_dist", "engines.vllm_sample", "engines.mistralrs_sample", "engines.candle_sample"})
 SHAPE_OF_FIRST = frozenset({"ops.softmax", "ops.log_softmax", "ops.rms_norm", "ops.layer_norm", "ops.rope",
                             "ops.gelu", "ops.silu", "ops.softcap"})
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from oracle.candidates import TokenDataArray
 from oracle.samplers.base import Empty
-from properties import PropertyFailure, recording
+from properties import PropertyFailure, cdf_shape, recording
 from properties.samplers.record import SamplerRecord
 from properties import numerics as nm
 from properties.measure import ErrorReport, check_softmax, elementwise_error
@@ -277,6 +277,22 @@ def dist_on_grid(impl, row: np.ndarray, n: int) -> GridResult:
     properties/stratified.py, judged against its float64 softmax under the default (blocked)
     contract: each token drawn n·p ± (1 + 2nκ) times. Exact: no statistics."""
     return judge_logit_sampler(lambda u: sample_impl(impl, row, u), row.astype(np.float64), n=n)
+
+
+def check_dist_one_cdf(impl, case: Case) -> list[ErrorReport]:
+    """dist on row 0 of a large row at ``cdf_shape.uniforms`` (a grid, the CDF's top, the points
+    past the most probable tokens): one normaliser must explain every draw (``cdf_shape``)."""
+    row = case.logits[0]
+    row64 = row.astype(np.float64)
+    u = cdf_shape.uniforms(row64)
+    try:
+        ids = sample_impl(impl, row, u)
+    except PropertyFailure as exc:
+        fail("dist follows one CDF", "dist", case, str(exc))
+    res = cdf_shape.judge(row64, u, ids)
+    if not res.passed:
+        fail("dist follows one CDF", "dist", case, res.describe())
+    return [ErrorReport(res.ratio, 1.0, 0)]
 
 
 def check_dist_grid(impl, case: Case, n: int = DRAWN_GRID_N) -> None:

@@ -141,7 +141,7 @@ RECORDS: list[SamplerRecord] = [
         params=lambda b, v: _dict(u=per_row(st.floats(0, 1, exclude_max=True), b)),
         impl=lambda impl, x, p: impl("dist", x, p["u"]),
         allowance="the token whose CDF interval (token order) contains u; a neighbour when u is within "
-                  "the CDF window: the weights' 2u·(max|l - max| + 6), the normaliser θ and a scan in an "
+                  "the CDF window: the weights' 2u·(max|l - max| + exp_u + 2), the normaliser θ and a scan in an "
                   "order the contract accepts for a CDF (default: blocked over 1,024 threads or better)",
         legal=w.dist_legal),
     SamplerRecord(
@@ -178,7 +178,7 @@ RECORDS: list[SamplerRecord] = [
         monotone=(("p", +1, -math.inf),), min_keep=True,
         tags=COUNT_FIXED,
         allowance="the crossing token may differ when the cumulative mass is within its window: each "
-                  "p_i within u·(|l_i - max| + 6) + θ (θ the normaliser's bound under the contract), the "
+                  "p_i within u·(|l_i - max| + exp_u + 2) + θ (θ the normaliser's bound under the contract), the "
                   "k-term mass within the order-free bound of a sum of non-negative terms; ties at the "
                   "boundary interchangeable"),
     SamplerRecord(
@@ -221,7 +221,7 @@ RECORDS: list[SamplerRecord] = [
               {"probability": 1.0, "threshold": 0.6, "min_keep": 0, "chance": 0.0}),
         min_keep=True, masked_are_candidates=False,
         tags=COUNT_FIXED,
-        allowance="tokens whose probability is within t·(u·(|ln(t·S)| + 6) + θ) + u·t of the threshold t. Judged against "
+        allowance="tokens whose probability is within t·(u·(|ln(t·S)| + exp_u + 2) + θ) + u·t of the threshold t. Judged against "
                   "the oracle on the array without -inf entries: llama.cpp's min_keep test counts -inf "
                   "candidates in size (size - pos_last >= min_keep), so its own result differs between "
                   "a truncated and a masked chain"),

@@ -13,7 +13,7 @@ the variants move the threshold, not the state).
 
 Error model, float32 (u = 2^-24), each term one rounding an implementation cannot avoid:
 * q̂_j = fl(ê_j / ŝ): ê_i = expf(fl(l_i - max)) within a factor 1 ± ε_i,
-  1 + ε_i = (1 + FN_U["exp"]·u)·e^{u|l_i - max|}, of e^{l_i - max}; ŝ a float32 sum of the n kept
+  1 + ε_i = (1 + exp_u(l_i - max)·u)·e^{u|l_i - max|} (the contract's exp, ``numerics.exp_u``), of e^{l_i - max}; ŝ a float32 sum of the n kept
   weights in any order, within γ_{n-1}; one more rounding for the division. With ε the largest
   ε_i over the survivors, |q̂_j/q_j - 1| <= ρ = (1 + ε)(1 + u)/((1 - ε)(1 - γ_{n-1})) - 1, and
   |log2 q̂_j - log2 q_j| <= -log2(1 - ρ).
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from properties.numerics import F32_TINY, FN_U, U32, gamma
+from properties.numerics import F32_TINY, FN_U, U32, exp_u, gamma
 
 from properties.measure import ErrorReport
 from properties.samplers.record import row_digest
@@ -52,7 +52,7 @@ def _allowance(row64: np.ndarray, q: float, n_kept: int, params: "Params") -> fl
     """Absolute error a float32 mirostat_v2 may make in new_mu (module docstring)."""
     finite = row64[np.isfinite(row64)]
     d = float(np.sort(np.abs(finite - finite.max()))[n_kept - 1])  # the survivors: the n_kept largest
-    eps = (1 + FN_U["exp"] * U32) * math.exp(U32 * d) - 1  # the worst weight's error, token j's included
+    eps = (1 + exp_u(d) * U32) * math.exp(U32 * d) - 1  # the worst weight's error, token j's included
     rho = (1 + eps) * (1 + U32) / ((1 - eps) * (1 - gamma(n_kept - 1, U32))) - 1
     surprise = abs(math.log2(q)) - math.log2(1 - rho)  # an upper bound on |log2 q̂|
     mu, tau, eta = abs(params["mu"]), abs(params["tau"]), abs(params["eta"])

@@ -29,6 +29,7 @@ Draw = Callable[..., st.SearchStrategy]
 ALL_DTYPES = ("float32", "float16", "bfloat16")
 GOF_MAX_VOCAB = 500  # as test_distribution's CI rows: N x V within the CI budget
 GOF_EXAMPLES = 10  # the zoo's cap: one example is checks.DRAWN_GRID_N dist draws
+ONE_CDF_EXAMPLES = 8  # one example is ~250 dist draws on a row of 32,000 to 262,144 tokens
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,14 @@ def _gate_draw(r: None, d: str, min_vocab: int = 1, max_vocab: int = GOF_MAX_VOC
                  max_vocab=max(min(max_vocab, GOF_MAX_VOCAB), min_vocab))
 
 
+def _large_draw(r: None, d: str, min_vocab: int = 1, max_vocab: int = 262144) -> st.SearchStrategy:
+    """One row of a large vocabulary (32,000 / 151,936 / 262,144): where a float32 running sum
+    drifts past the scan's bound. ``max_vocab`` below the large sizes still draws the smallest."""
+    from properties.samplers.strategies import LARGE_VOCABS
+    top = max(LARGE_VOCABS[0], max_vocab)
+    return cases(dtypes=ALL_DTYPES, min_vocab=max(min_vocab, LARGE_VOCABS[0]), max_vocab=top, max_batch=1)
+
+
 IMPL_VS_ORACLE = SamplerProperty(
     "impl_vs_oracle", lambda r, d, **kw: record_cases(r, d, **kw), checks.check_matches_oracle,
     calls_softmax=True, corners=corners)
@@ -105,11 +114,15 @@ DISTRIBUTION_GATE = SamplerProperty(
     "dist_grid", _gate_draw, lambda impl, r, c: checks.check_dist_grid(impl, c),
     subject="dist", max_examples=GOF_EXAMPLES)
 
+DIST_ONE_CDF = SamplerProperty(
+    "dist_one_cdf", _large_draw, lambda impl, r, c: checks.check_dist_one_cdf(impl, c),
+    subject="dist", max_examples=ONE_CDF_EXAMPLES)
+
 PER_RECORD = (IMPL_VS_ORACLE, EXACT_BOUNDARY, NOOP, MONOTONE, MIN_KEEP)
 """Per-record judgements, in the zoo's order (the float32 impl≡oracle, then the same body on
 exact masses, then the other dtypes, are ordered by the zoo; see properties/zoo/samplers.py)."""
 ROW_CONTRACT = (BATCH_INVARIANCE, BAD_ROW)
-RECORD_FREE = (SOFTMAX_INVARIANTS, DISTRIBUTION_GATE)
+RECORD_FREE = (SOFTMAX_INVARIANTS, DISTRIBUTION_GATE, DIST_ONE_CDF)
 
 
 def params_for(records: list[SamplerRecord], dtypes: bool = True, prop: SamplerProperty | None = None) -> list:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from oracle import samplers as s
 from oracle.candidates import TokenDataArray
@@ -37,7 +37,7 @@ from properties.samplers.chains import Step, impl_prefix
 from properties.samplers.checks import CHUNK_ELEMENTS, dist_on_grid
 from properties.samplers.records import RECORDS_BY_NAME
 from properties.samplers.strategies import make_logits
-from properties.samplers.suite import DISTRIBUTION_GATE, run
+from properties.samplers.suite import DIST_ONE_CDF, DISTRIBUTION_GATE, ONE_CDF_EXAMPLES, run
 from properties.stratified import GRID_N, GridResult, cdf_error, grid_counts, judge_counts, weights_error
 from properties.stats import GofResult, gof_samples
 
@@ -120,6 +120,14 @@ def test_impl_dist_follows_oracle_distribution(impl, family, vocab, seed, dtype)
 @given(data=st.data())
 def test_dist_on_the_grid(impl, data):
     run(impl, DISTRIBUTION_GATE, None, "float32", data)
+
+
+@settings(max_examples=ONE_CDF_EXAMPLES * max(1, settings.default.max_examples // 40))
+@given(data=st.data())
+def test_dist_follows_one_cdf_at_large_vocabularies(impl, data):
+    """Drawn rows of 32,000 / 151,936 / 262,144 tokens, ~250 uniforms each (properties/cdf_shape.py):
+    one normaliser must explain every draw; a float32 running sum in token order fails."""
+    run(impl, DIST_ONE_CDF, None, "float32", data)
 
 
 @pytest.mark.parametrize("chain, case", CHAIN_ROWS, ids=[c for c, _ in CHAIN_ROWS])

@@ -8,16 +8,17 @@ interchangeable within it. Every window is a bound (first order, with the stated
 a tuned constant:
 
 - mass (top_p, typical): each p^_i within its relative bound (order-free elementwise u·(|d_i| +
-  6) plus the normaliser θ), then the k-term sum in any order the contract accepts
+  exp_u(d_i) + 2) plus the normaliser θ), then the k-term sum in any order the contract accepts
   (``numerics.mass_bound``);
 - min_p on logits: fl(max + logf(p32)): u·(|max + ln p| + 2|ln p| + 1) (exact at p = 1); on
-  probabilities (p^_i >= p·p^_max, the other legal form): the ratio's u·(|ln p| + 6) + p32's and
-  the product's rounding, so u·(|ln p| + 8);
-- xtc: p^_i >= t: t·(u·(|ln(t·S)| + 6) + θ) + t's rounding;
+  probabilities (p^_i >= p·p^_max, the other legal form): the ratio's u·(|ln p| + exp_u + 2) +
+  p32's and the product's rounding, so u·(|ln p| + exp_u(ln p) + 4);
+- xtc: p^_i >= t: t·(u·(|d_t| + exp_u(d_t) + 2) + θ) + t's rounding, d_t = ln(t·S) the argument
+  of a token at the threshold;
 - top_n_sigma: max - n·σ with σ from two passes: the squares' sum (``sum_bound``), the divide and
   the root (σ·(θ_sq/2 + 3u)), the mean's error at second order, and the threshold's roundings;
 - typical's scores |-ln p^ - H^|: each -ln p^ within ρ_i + 2u·|ln p| (logf), H^ within
-  θ·Σp|ln p + 1| + uΣp(|d| + 6)|ln p + 1| + 3u·H + the sum's own bound; tokens whose fp32
+  θ·Σp|ln p + 1| + uΣp(|d| + exp_u(d) + 2)|ln p + 1| + 3u·H + the sum's own bound; tokens whose fp32
   probability is below the normal range (l - max < ln 2^-126, ±S) carry no relative precision at
   all and are one tie group;
 - dist: ``numerics.cdf_bound``.
@@ -30,7 +31,7 @@ import numpy as np
 
 from oracle.candidates import ascending_order, descending_order
 from properties import numerics as nm
-from properties.numerics import FN_U, U32, F32_TINY
+from properties.numerics import U32, F32_TINY
 from properties.samplers.record import Params, SamplerRecord
 
 
@@ -89,7 +90,7 @@ def min_p_window(row: np.ndarray, p: float) -> float:
     m = float(row[fin].max()) if fin.any() else 0.0
     lp = abs(math.log(p))
     logits = 0.0 if p == 1 else U32 * (abs(m - lp) + 2 * lp + 1)
-    return max(logits, U32 * (lp + 8))
+    return max(logits, U32 * (lp + nm.exp_u(lp) + 4))
 
 
 def min_p_variants(params: Params, row: np.ndarray) -> list[Params]:
@@ -107,7 +108,8 @@ def xtc_variants(params: Params, row: np.ndarray) -> list[Params]:
     model = nm.softmax_model(row)
     t = params["threshold"]
     s = float(np.exp(np.where(model.finite, model.d, -np.inf)).sum())
-    d = t * (U32 * (abs(math.log(max(t * s, 1e-300))) + FN_U["exp"] + 2) + model.theta) + U32 * t
+    arg = abs(math.log(max(t * s, 1e-300)))  # |l - max| of a token whose probability is t
+    d = t * (U32 * (arg + nm.exp_u(arg) + 2) + model.theta) + U32 * t
     return [params, {**params, "threshold": t - d}, {**params, "threshold": t + d}]
 
 
@@ -200,7 +202,7 @@ def mirostat_v2_variants(params: Params, row: np.ndarray) -> list[Params]:
     mu = params["mu"]
     s = float(np.exp(np.where(model.finite, model.d, -np.inf)).sum())
     d_cut = abs(mu * math.log(2) + math.log(s))  # |l - max| of a token whose surprise is mu
-    dm = (U32 * (d_cut + FN_U["exp"] + 2) + model.theta) / math.log(2) + 2 * U32 * abs(mu) + U32 * abs(mu)
+    dm = (U32 * (d_cut + nm.exp_u(d_cut) + 2) + model.theta) / math.log(2) + 2 * U32 * abs(mu) + U32 * abs(mu)
     with np.errstate(divide="ignore"):
         keep = -np.log2(np.where(model.p > 0, model.p, 1e-320)) <= mu + dm
     keep[int(np.argmax(np.where(model.finite, row, -np.inf)))] = True

@@ -26,7 +26,7 @@ import gpu_impl
 import oracle.ops as oo
 from properties.samplers.records import RECORDS_BY_NAME
 from properties.ops import models as op_models
-from properties.numerics import U32, log2n, mass_allowance
+from properties.numerics import DEFAULT, STRICT, U32, log2n, mass_allowance, softmax_model
 from properties.measure import softmax_error
 from properties.ops.strategies import OpCase
 from properties.samplers.strategies import make_logits
@@ -74,9 +74,31 @@ def softmax_split(fns: dict[str, Callable]) -> list[dict[str, Any]]:
             ratio_err = np.abs(ph[live] / ph[top] / np.exp(row[live] - row[top]) - 1) / U32
             norm = abs(ph.sum() - 1) / U32
             out.append({"engine": name, "row": f"{fam}/{v}", "whole_p_u": whole.worst_u, "whole_p_allowed_u": whole.bound_u,
-                        "whole_p_ratio": whole.ratio, "ratio_err_over_allowed": float((ratio_err / (d[live] + 6)).max()),
+                        "whole_p_ratio": whole.ratio,
+                        "ratio_err_over_allowed": float((ratio_err / softmax_model(row).elementwise_u[live]).max()),
                         "norm_u": norm, "norm_today_u": 2 * log2n(v) + 4, "norm_any_order_u": v - 1,
                         "norm_tree_u": log2n(v) + 1})
+    return out
+
+
+def exp_allowance(fns: dict[str, Callable], rows=SAMPLER_ROWS + (("peaked", 262144),)) -> list[dict[str, Any]]:
+    """The ratio check's allowance at the row's widest |l - max| before (|d| + 6: expf only) and
+    now (|d| + ``exp_u`` + 2 under the default contract; strict: expf only), and each engine's worst
+    ratio error over the old and the new allowance (> 1 fails)."""
+    out = []
+    for fam, v in rows:
+        row = make_logits(fam, v, 7).astype(np.float64)
+        d = np.abs(row - row.max())
+        top = int(np.argmax(row))
+        old, new = d + 6, softmax_model(row, DEFAULT).elementwise_u
+        for name, f in fns.items():
+            ph = f(row[None].astype(np.float32))[0].astype(np.float64)
+            live = ph > 2.0**-126
+            err = np.abs(ph[live] / ph[top] / np.exp(row[live] - row[top]) - 1) / U32
+            out.append({"engine": name, "row": f"{fam}/{v}", "max|d|": float(d.max()),
+                        "old_u_at_max": float(old.max()), "new_u_at_max": float(new.max()),
+                        "strict_u_at_max": float(softmax_model(row, STRICT).elementwise_u.max()),
+                        "err_over_old": float((err / old[live]).max()), "err_over_new": float((err / new[live]).max())})
     return out
 
 
@@ -248,6 +270,8 @@ def tightening(v: int = 262144) -> list[dict[str, Any]]:
 def main() -> None:
     sections = [
         ("softmax, split model", softmax_split({**engines("softmax"), **near("softmax", ("softmax_fp16_exp",))})),
+        ("exp allowance, before and after the exp forms",
+         exp_allowance({**engines("softmax"), **near("softmax", ("softmax_fp16_exp",))})),
         ("top_p mass at the crossing", top_p_mass({**engines("top_p"), **near("top_p", ("top_p_fp16_probs",))})),
         ("dist legal bracket", dist_bracket()),
         ("dist under the derived window", dist_proposed()),

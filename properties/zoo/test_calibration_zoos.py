@@ -94,13 +94,17 @@ def _differs(mutant) -> bool:
     cum = np.cumsum(gpu_impl.softmax(flat)[0][np.argsort(-flat[0], kind="stable")], dtype=F32)
     below = np.nextafter(F32(2), F32(0))
     ties = _row([2.0, below, below, 1.0])
+    spike = np.random.default_rng(11).normal(0, 1, (1, 40000)).astype(F32)
+    spike[0, 0] = 22.0  # the rest weigh ~e^-22 each, below half an ulp of a running sum of 1
     call = {
         "softmax": lambda m: m.softmax(x * F32(40) if "no_max" in mutant.name else x),
         "top_p": lambda m: m.top_p(_row([1.0] * 4, 4) if "ulp" in mutant.name else flat,
                                    0.5 if "ulp" in mutant.name else cum[2000]),
         "min_p": lambda m: m.min_p(ties, 1.0) if "ulp" in mutant.name else m.min_p(_row([0.0, -2.9959]), 0.05),
         "top_k": lambda m: m.top_k(ties, 1),
-        "dist": lambda m: np.stack([m.dist(x[:1], np.array([u])) for u in np.linspace(0.01, 0.99, 99)]),
+        "dist": lambda m: (m.dist(np.repeat(spike, 4, axis=0), 1 - np.array([1e-6, 1e-5, 3e-5, 1e-4]))
+                           if "running_sum" in mutant.name else
+                           np.stack([m.dist(x[:1], np.array([u])) for u in np.linspace(0.01, 0.99, 99)])),
         "mirostat_v2": lambda m: m.mirostat_v2(x, 8.0, 0.5, 3.0, 1.0)[1],
     }
     a = np.random.default_rng(6).normal(size=(4, 4096)).astype(F32)

@@ -18,4 +18,6 @@ MEMBERS: dict[str, str] = {
                  "probabilities); torch.nn.functional ops, eager attention",
     "kahan": "compensated (Kahan + TwoSum tree) normalisers, entropies, scans, norm sums and dots",
     "float64_accum": "double accumulators, rounded once (ggml-CPU's ggml_float); min_p on probabilities",
+    "cuda_fast_math": "FlashInfer / -use_fast_math CUDA: __expf (ex2.approx of fl(d·log2e), one ulp off, FTZ) in "
+                      "softmax, samplers, log-softmax and 64-key flash attention; block sums and scans",
 }

@@ -18,6 +18,10 @@ than another: they are the legal choices a judge must accept (see
 - ``f64``: accumulate in double, round once (ggml-CPU's ``ggml_float`` sums, llama.cpp's dist).
 - ``online``: a single pass over tiles with a running max, rescaling the running sum whenever
   the max grows (FlashAttention / FlashInfer's online softmax).
+
+``fast_exp`` is CUDA's fast-math exponential (``__expf``, FlashInfer's ``ptx_exp2`` path):
+ex2.approx of the float32 product fl(d·fl(log2 e)), the approximation's own error played as one
+ulp up or down, and results below the normal range flushed to zero (.ftz).
 """
 from __future__ import annotations
 
@@ -185,6 +189,22 @@ def online_sum_exp(z: np.ndarray, tile: int = 256) -> tuple[np.ndarray, np.ndarr
     return m.reshape(lead), s.reshape(lead)
 
 
+LOG2E_F32 = F32(1.4426950408889634)
+
+
+def fast_exp(d: np.ndarray) -> np.ndarray:
+    """__expf(d) = ex2.approx.ftz(fl(d·fl(log2 e))): the product rounded to float32, 2^t rounded,
+    then one ulp away from the correctly rounded value (towards +inf where t's last mantissa bit
+    is set, towards 0 elsewhere: ex2.approx's documented error is up to 2 ulp, this uses one), and
+    subnormal results flushed to zero."""
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        t = (np.asarray(d, dtype=F32) * LOG2E_F32).astype(F32)
+        r = np.exp2(t.astype(np.float64)).astype(F32)
+        up = (t.view(np.uint32) & 1).astype(bool)
+        r = np.where(np.isfinite(r) & (r > 0), np.nextafter(r, np.where(up, F32(np.inf), F32(0))), r).astype(F32)
+        return np.where(np.abs(r) < np.finfo(F32).tiny, F32(0), r).astype(F32)
+
+
 @dataclass(frozen=True)
 class Arith:
     """One engine's arithmetic: how it sums, how it scans, how it normalises."""
@@ -197,9 +217,13 @@ class Arith:
     online: bool = False
     """The softmax normaliser comes from ``online_sum_exp`` (one pass, rescaled)."""
 
+    fast_math: bool = False
+    """e^d by ``fast_exp`` (CUDA -use_fast_math / FlashInfer), else expf."""
+
     def exp(self, d: np.ndarray) -> np.ndarray:
-        """expf of a float32 argument (NumPy's vectorised float32 exp, within an ulp or two)."""
-        return np.exp(d)
+        """expf of a float32 argument (NumPy's vectorised float32 exp, within an ulp or two), or
+        the fast-math intrinsic."""
+        return fast_exp(d) if self.fast_math else np.exp(d)
 
     def normalise(self, e: np.ndarray, s: np.ndarray) -> np.ndarray:
         safe = np.where(s > 0, s, F32(1))
@@ -212,4 +236,5 @@ SEQUENTIAL = Arith("sequential", sequential_sum, sequential_scan)
 BLOCK = Arith("block", block_sum, block_scan, reciprocal=True)
 ONLINE = Arith("online", block_sum, block_scan, reciprocal=True, online=True)
 KAHAN = Arith("kahan", kahan_sum, kahan_scan)
+FAST_MATH = Arith("fast_math", block_sum, block_scan, reciprocal=True, fast_math=True)
 F64 = Arith("f64", f64_sum, f64_scan)

@@ -20,7 +20,8 @@ from properties.zoo.conforming._arith import F32
 
 
 def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale: float, cap: float,
-           tile: int, acc: type, reciprocal: bool, rescale: bool = True) -> np.ndarray:
+           tile: int, acc: type, reciprocal: bool, rescale: bool = True,
+           exp: Callable[[np.ndarray], np.ndarray] = np.exp) -> np.ndarray:
     g = q.shape[1] // k.shape[1]
     kk, vv = np.repeat(k, g, axis=1).astype(acc), np.repeat(v, g, axis=1).astype(acc)
     qq = q.astype(acc)
@@ -40,8 +41,8 @@ def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale:
         sc = np.where(vis[:, None, :], sc, acc(-np.inf))
         m_new = np.maximum(m, sc.max(axis=-1))
         base = np.where(m_new > -np.inf, m_new, acc(0))
-        alpha = np.where(m > -np.inf, np.exp(m - base), acc(0))
-        p = np.where(sc > -np.inf, np.exp(sc - base[..., None]), acc(0))
+        alpha = np.where(m > -np.inf, exp(m - base), acc(0))
+        p = np.where(sc > -np.inf, exp(sc - base[..., None]), acc(0))
         pv = np.einsum("thj,jhd->thd", p, vv[lo:lo + tile])
         s = s * alpha + p.sum(axis=-1)
         out = (out * alpha[..., None] if rescale else out) + pv
@@ -51,8 +52,8 @@ def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale:
     return np.where(reached, acc(np.nan), out)
 
 
-def make_attention(tile: int, acc: type = F32, reciprocal: bool = False, rescale: bool = True
-                   ) -> Callable[..., np.ndarray]:
+def make_attention(tile: int, acc: type = F32, reciprocal: bool = False, rescale: bool = True,
+                   exp: Callable[[np.ndarray], np.ndarray] = np.exp) -> Callable[..., np.ndarray]:
     """``rescale=False`` leaves the value accumulator unscaled when a later tile raises the max:
     the classic flash-attention slip, kept here for the near-threshold zoo."""
     def attention(q: Any, k: Any, v: Any, q_pos: Any, k_pos: Any, *, scale: float | None = None,
@@ -70,7 +71,7 @@ def make_attention(tile: int, acc: type = F32, reciprocal: bool = False, rescale
             t = int(np.flatnonzero(~seen.any(axis=1))[0])
             raise ValueError(f"query {t} at position {int(qp[t])} sees no key (causal={causal}, window={window})")
         with quiet():
-            return _flash(q32, k32, v32, seen, sc, cap, tile, acc, reciprocal, rescale).astype(F32)
+            return _flash(q32, k32, v32, seen, sc, cap, tile, acc, reciprocal, rescale, exp).astype(F32)
     return attention
 
 

@@ -54,6 +54,9 @@ NEAR_MUTANTS: tuple[NearMutant, ...] = (
                "a token one ulp below the k-th logit survives too"),
     NearMutant("dist_bf16_probs", S, "dist", sb.dist_bf16_probs,
                "inverse CDF over bf16-rounded probabilities: 2^-9 relative per token (TVD 6-7e-4)"),
+    NearMutant("dist_float_running_sum", S, "dist", sb.dist_float_running_sum,
+               "llama.cpp's dist with its running sum in float, not double: a sequential float32 scan "
+               "(γ_V drift, a stall after a spike) where the target S·u stays double"),
     NearMutant("mirostat_v2_stale_mu", S, "mirostat_v2", sb.mirostat_v2_stale_mu,
                "tokens right, the returned mu never updated"),
     NearMutant("mirostat_v2_surprise_before_renorm", S, "mirostat_v2", sb.mirostat_v2_surprise_before_renorm,

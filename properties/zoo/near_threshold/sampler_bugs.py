@@ -68,6 +68,23 @@ def dist_bf16_probs(base: ModuleType) -> Callable[..., Any]:
     return make_dist(_RoundedProbs("bfloat16", f64_sum, f64_scan), Choices())
 
 
+def dist_float_running_sum(base: ModuleType) -> Callable[..., Any]:
+    """llama.cpp's dist (expf weights, a double total S, target S·u) with the running sum
+    declared float: a sequential float32 scan in token order that stalls once a weight is below
+    half an ulp of the sum (after a spike) and drifts where weights shrink along the row."""
+    def dist(logits: Any, u: Any) -> np.ndarray:
+        _, x, m = as_logits(logits)
+        u = np.asarray(u, dtype=np.float64).reshape(-1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            e = np.where(x > -np.inf, np.exp(x - m[:, None]), F32(0)).astype(F32)
+        total = e.astype(np.float64).sum(axis=1)
+        run = np.cumsum(e, axis=1, dtype=F32)  # the bug: the running sum in float
+        hit = (run.astype(np.float64) >= (total * u)[:, None]) & (e > 0)
+        last = np.where(e > 0, np.arange(x.shape[1]), -1).max(axis=1)
+        return np.where(hit.any(axis=1), np.argmax(hit, axis=1), last).astype(np.int64)
+    return dist
+
+
 def _p32(p: Any, logits: Any) -> np.ndarray:
     return row_param(p, np.asarray(logits).shape[0], "p", np)
 
