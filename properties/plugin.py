@@ -25,9 +25,40 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--backend", choices=("numpy", "cupy"), default=os.environ.get("LOGITCHECK_BACKEND", "numpy"),
                     help="array backend the implementation runs on")
     group.addoption("--lc-results", default=None, help="write measured results (JSON) here")
+    group.addoption("--judged-only", action="store_true", default=False,
+                    help="run only the tests that take the implementation (impl, oimpl, qimpl): what judges it")
+    group.addoption("--area", action="append", default=[], choices=AREAS,
+                    help="with --judged-only: only these areas (repeatable)")
     group.addoption("--contract", choices=tuple(numerics.CONTRACTS), default=os.environ.get("LOGITCHECK_CONTRACT", "default"),
                     help="default: accept every correct summation order, judge inputs inside each op's domain, "
                          "grade bad-input refusal; strict: tree-order error, overflow safety, refusal demanded")
+
+
+IMPL_FIXTURES = frozenset({"impl", "oimpl", "qimpl"})
+AREAS = ("samplers", "ops", "quants", "chains", "engines", "zoo", "peers", "gpu", "meta", "protocol")
+
+
+def area_of(nodeid: str) -> str:
+    """The room a test lives in (properties/<room>/...); the engine chains judged whole are "chains"."""
+    parts = nodeid.split("::", 1)[0].split("/")
+    room = parts[1] if len(parts) > 2 and parts[0] == "properties" else "other"
+    return "chains" if room == "engines" and "test_chains" in nodeid else room
+
+
+def judges_impl(item: pytest.Item) -> bool:
+    return bool(IMPL_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--judged-only``: keep the tests that take the implementation (``--area``: of those rooms)."""
+    if not config.getoption("--judged-only"):
+        return
+    areas = set(config.getoption("--area"))
+    keep = [i for i in items if judges_impl(i) and (not areas or area_of(i.nodeid) in areas)]
+    drop = [i for i in items if i not in keep]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -107,14 +138,43 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     case and error in u: report properties travel to the controller with the report."""
     outcome = yield
     report = outcome.get_result()
+    if judges_impl(item):
+        report.user_properties = [*report.user_properties, ("logitcheck_judges_impl", True)]
     if report.failed and call.excinfo is not None:
         notes = "\n".join(str(n) for n in getattr(call.excinfo.value, "__notes__", ()))
         details = recording.failure_details(str(call.excinfo.value), notes)
         report.user_properties = [*report.user_properties, ("logitcheck_failure", details)]
 
 
+_JUDGED: dict[str, dict[str, int]] = {}
+
+
+def _tally(report: pytest.TestReport) -> None:
+    """Per area, what the implementation's tests came to: passed, failed, NOT COVERED, other skips."""
+    if not dict(report.user_properties).get("logitcheck_judges_impl"):
+        return
+    row = _JUDGED.setdefault(area_of(report.nodeid), {"passed": 0, "failed": 0, "not covered": 0, "skipped": 0})
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        row["not covered" if "NOT COVERED" in reason else "skipped"] += 1
+    else:
+        row[report.outcome] += 1
+
+
+def judged_summary(impl_name: str) -> list[str]:
+    """"N tests judged IMPL: P passed, F failed, C NOT COVERED" overall, then per area."""
+    def line(label: str, r: dict[str, int]) -> str:
+        n = r["passed"] + r["failed"] + r["not covered"]
+        other = f" ({r['skipped']} skipped for other reasons)" if r["skipped"] else ""
+        return f"{label}{n} tests judged {impl_name}: {r['passed']} passed, {r['failed']} failed, " \
+               f"{r['not covered']} NOT COVERED{other}"
+    total = {k: sum(r[k] for r in _JUDGED.values()) for k in ("passed", "failed", "not covered", "skipped")}
+    return [line("", total)] + [line(f"  {area}: ", r) for area, r in sorted(_JUDGED.items())]
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        _tally(report)
         row = {"nodeid": report.nodeid, "outcome": report.outcome, "duration": round(report.duration, 3),
                "reason": ""}
         if report.skipped and isinstance(report.longrepr, tuple):
@@ -227,6 +287,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
+    if _JUDGED:
+        terminalreporter.section("logitcheck: what judged the implementation")
+        for text in judged_summary(terminalreporter.config.getoption("--impl")):
+            terminalreporter.write_line(text)
     if NOT_COVERED:
         terminalreporter.section("logitcheck: NOT COVERED (the implementation lacks these)")
         for name in sorted(NOT_COVERED):

@@ -117,8 +117,8 @@ def test_weighted_index_follows_its_weights(impl, family, vocab, seed, t, k, p, 
     The weights are handed in, so κ is the accumulation alone: Rust's ``WeightedIndex<f32>``
     keeps float32 cumulative weights in token order (the ``sequential`` contract)."""
     row = make_logits(family, vocab, seed)[None, :]
-    sub = engines_impl(impl)
     with covered():
+        sub = engines_impl(impl)
         w = np.asarray(sub("mistralrs_weights", row, np.full((1, 1), -1), 1.0, 0.0, 0.0, t, k, p, m),
                        dtype=np.float32)[0]
         per = max(1, CHUNK_ELEMENTS // vocab)

@@ -1,0 +1,117 @@
+"""An engine's own chain judged whole: llama.cpp's default order, penalties -> top_k -> top_p ->
+min_p -> temperature (last), against the oracle's chain with the legal sets composed stage by
+stage.
+
+The engine hands back only its final row (and, through ``llama_cpp_chain_dist``, the token it
+draws), so the legal answer is composed: every stage runs on every row an earlier stage may
+legally have produced (its records' ``variants``: the rounding windows), giving per stage the
+tokens it must keep and may keep. The engine's survivors must lie between the last stage's sets,
+its surviving values within penalties' and temperature's error models of the oracle's, and its
+draws must follow one CDF of its own final row (``properties.cdf_shape``). A violation names a
+stage: for a token kept, the first stage that drops it in every legal variant; for a token
+dropped that every stage keeps, the last stage that cuts on this row (whose cut the engine's
+disagrees with: its threshold, or the row handed to it, differs).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from properties.numerics import F32_TINY, U32
+from properties.samplers.records import RECORDS_BY_NAME
+
+STAGES = ("penalties", "top_k", "top_p", "min_p", "temp")
+MAX_PATHS = 12  # distinct legal rows carried from one stage to the next
+
+
+@dataclass(frozen=True)
+class ChainParams:
+    history: np.ndarray
+    last_n: int
+    repeat: float
+    freq: float
+    present: float
+    k: int
+    p: float
+    m: float
+    t: float
+
+    def stage(self, name: str) -> dict:
+        return {"penalties": {"history": self.history, "last_n": self.last_n, "repeat": self.repeat,
+                              "freq": self.freq, "present": self.present},
+                "top_k": {"k": self.k}, "top_p": {"p": self.p, "min_keep": 0},
+                "min_p": {"p": self.m, "min_keep": 0}, "temp": {"t": self.t}}[name]
+
+
+@dataclass(frozen=True)
+class Composed:
+    must: list[np.ndarray]
+    may: list[np.ndarray]
+    final: np.ndarray
+    """The oracle's final row along the exact path (float64, -inf dropped)."""
+    pen_bound_u: np.ndarray
+
+
+def compose(row64: np.ndarray, cp: ChainParams) -> Composed:
+    """Must/may survivor sets after each stage, over every legal path through the chain."""
+    paths, musts, mays = [row64], [], []
+    pen_bound = np.zeros(row64.size)
+    for name in STAGES:
+        rec, params = RECORDS_BY_NAME[name], cp.stage(name)
+        outs, must, may = [], np.ones(row64.size, bool), np.zeros(row64.size, bool)
+        for i, x in enumerate(paths):
+            if rec.kind == "filter":
+                m_, y_ = rec.must_may(x, params, truncated=True)
+                must, may = must & m_, may | y_
+                for v in rec.variants(params, x):
+                    kept = rec.oracle_kept(x, v, truncated=True)
+                    outs.append(np.where(kept, x, -np.inf))
+            else:
+                y = rec.run_oracle(x, params, truncated=True).dense_logits(row64.size)
+                if name == "penalties" and i == 0:
+                    pen_bound = rec.transform_bound_u(x, params)
+                kept = np.isfinite(y)
+                must, may = must & kept, may | kept
+                outs.append(y)
+        seen, paths = set(), []
+        for y in outs:
+            key = y.tobytes()
+            if key not in seen and len(paths) < MAX_PATHS:
+                seen.add(key)
+                paths.append(y)
+        musts.append(must)
+        mays.append(may)
+    return Composed(musts, mays, paths[0], pen_bound)
+
+
+def violation(out: np.ndarray, row64: np.ndarray, cp: ChainParams) -> str | None:
+    """Why the engine's final row ``out`` (float32) is not a legal result of the chain, or None."""
+    c = compose(row64, cp)
+    kept = np.isfinite(out)
+    if np.isnan(out).any() or np.isposinf(out).any():
+        return f"the chain's output holds NaN or +inf at ids {np.flatnonzero(np.isnan(out) | np.isposinf(out))[:6].tolist()}"
+    for i, name in enumerate(STAGES):
+        extra = np.flatnonzero(kept & ~c.may[i])
+        if extra.size:
+            return (f"stage {i + 1} ({name}) drops {extra.size} token(s) the engine kept, e.g. ids "
+                    f"{extra[:6].tolist()} (after {name}: must={int(c.must[i].sum())}, may={int(c.may[i].sum())}, "
+                    f"engine kept {int(kept.sum())})")
+    missing = np.flatnonzero(c.must[-1] & ~kept)
+    if missing.size:
+        droppers = [n for j, n in enumerate(STAGES) if RECORDS_BY_NAME[n].kind == "filter"
+                    and c.may[j].sum() < (c.may[j - 1].sum() if j else np.isfinite(row64).sum())]
+        last = droppers[-1] if droppers else "none"
+        return (f"the engine dropped {missing.size} token(s) every stage keeps, e.g. ids {missing[:6].tolist()} "
+                f"(must={int(c.must[-1].sum())}, engine kept {int(kept.sum())}; the cut the engine's disagrees with "
+                f"is {last}'s, the last stage that drops tokens on this row: its threshold or what it was handed differs)")
+    both = kept & np.isfinite(c.final)
+    want, got = c.final[both], out[both].astype(np.float64)
+    allowed = (c.pen_bound_u[both] + 3) * U32 * np.abs(want) + F32_TINY
+    bad = np.abs(got - want) > allowed
+    if bad.any():
+        j = int(np.flatnonzero(both)[np.argmax(np.abs(got - want) / allowed)])
+        return (f"stage 5 (temp) or 1 (penalties): token {j}'s final logit is {out[j]!r}, the oracle's "
+                f"{c.final[j]!r}, off by {abs(float(out[j]) - c.final[j]) / (U32 * max(abs(c.final[j]), F32_TINY)):.3g} u "
+                f"(allowed {(c.pen_bound_u[j] + 3):.3g} u: penalties' model and two roundings of l/t)")
+    return None
