@@ -82,6 +82,13 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture(scope="session")
+def backend(request: pytest.FixtureRequest) -> str:
+    """The array backend alone (``--backend``), for tests that judge the suite, not ``--impl``
+    (the zoos mutate gpu_impl): they are not counted as judging the implementation."""
+    return request.config.getoption("--backend")
+
+
+@pytest.fixture(scope="session")
 def impl(request: pytest.FixtureRequest):
     return load_impl(request.config.getoption("--impl"), request.config.getoption("--backend"))
 

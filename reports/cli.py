@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from reports import device_check, findings, models_cli, version
+from reports import device_check, findings, judge_cli, models_cli, version
 from reports.baseline import DEFAULT_FACTOR, Changes, compare
 from reports.progress import Progress, baseline_durations
 from reports.render import render
@@ -71,7 +71,7 @@ def screenshot_command(sub: Any) -> None:
 
 
 SUBCOMMANDS: list[Callable[[Any], None]] = [report_command, screenshot_command, models_cli.add_subcommands,
-                                           findings.add_parser, device_check.add_parser]
+                                           findings.add_parser, device_check.add_parser, judge_cli.add_parser]
 
 
 def build_parser() -> argparse.ArgumentParser:

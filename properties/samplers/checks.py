@@ -225,10 +225,22 @@ def check_rejects_bad_row(impl, record: SamplerRecord, case: Case, row: int, col
     input (strict, or the implementation's own claim): a ValueError, never a computed result.
     Otherwise whether it refused is graded (``recording.robustness``), not failed."""
     x = case.logits.astype(np.float32)
+    try:  # a refusal means something only from an implementation that answers the clean rows
+        record.impl(impl, x.copy(), case.params)
+    except (NotCovered, AssertionError):
+        raise
+    except Exception as exc:
+        fail("clean row answered", record.name, case, f"raised {type(exc).__name__}: {exc} on the clean rows, "
+             f"before any bad value was planted")
     if bad == "all_neginf":
-        if record.kind != "select":
-            return  # an all -inf row is legal input for filters and transforms
         x[row] = -np.inf
+        if record.kind != "select":  # legal input for filters and transforms: -inf in, -inf out
+            out = np.asarray(record.impl(impl, x, case.params), dtype=np.float32)
+            if np.isfinite(out[row]).any() or np.isnan(out[row]).any():
+                fail("all -inf row stays -inf", record.name, Case(case.family, case.vocab, "float32", case.seeds,
+                     case.params, x), f"row {row} is all -inf; the output holds {out[row][~np.isneginf(out[row])][:4]}",
+                     row)
+            return
     else:
         x[row, col] = np.nan if bad == "nan" else np.inf
     poisoned = Case(case.family, case.vocab, "float32", case.seeds, case.params, x)

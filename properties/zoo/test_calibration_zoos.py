@@ -151,7 +151,7 @@ def _budget(per: int = 1) -> int:
 
 
 @pytest.mark.parametrize("member", MEMBERS)
-def test_conforming_member_has_no_false_alarm(impl, member):
+def test_conforming_member_has_no_false_alarm(backend, member):
     """Every property of every domain the member touches (those calling a function it replaces),
     under the active contract, on its corners and drawn examples: a failure is the judge's."""
     from properties import recording
@@ -167,13 +167,13 @@ def test_conforming_member_has_no_false_alarm(impl, member):
 
 
 @pytest.mark.parametrize("dom, name", [pytest.param(m.domain, m.name, id=m.name) for m in NEAR_MUTANTS])
-def test_near_threshold_mutant_is_killed(impl, dom, name):
+def test_near_threshold_mutant_is_killed(backend, dom, name):
     """Hunted to its first kill with the profile's budget per property; the kill is replayed on
     gpu_impl, which must pass it (else it is a false alarm, not a catch)."""
     from properties import recording
     from properties.zoo.calibration import kill_row, near_hunt
 
-    found, replays = near_hunt(dom, name, _budget(), impl.backend)
+    found, replays = near_hunt(dom, name, _budget(), backend)
     _NEAR[name] = kill_row(dom, found, replays)
     recording.table("calibration_near", [_NEAR[m.name] for m in NEAR_MUTANTS if m.name in _NEAR])
     assert found.killed, f"{name} survived every property that calls {', '.join(sorted(found.results[0].prop.uses))}"

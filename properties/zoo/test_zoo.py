@@ -40,8 +40,8 @@ def _row(mutant: Mutant, found: Hunt) -> dict:
 
 @pytest.mark.parametrize("name, mutant", [pytest.param(d, m, id=f"{d}-{m.name}") for d in DOMAINS
                                           for m in domain(d).mutants])
-def test_mutant_is_killed(impl, name: str, mutant: Mutant):
-    found = _hunt(name, mutant.name, impl.backend)
+def test_mutant_is_killed(backend, name: str, mutant: Mutant):
+    found = _hunt(name, mutant.name, backend)
     table = _TABLES.setdefault(name, {})
     table[mutant.name] = _row(mutant, found)
     recording.table(f"zoo_{name}", [table[m.name] for m in domain(name).mutants if m.name in table])
@@ -51,22 +51,22 @@ def test_mutant_is_killed(impl, name: str, mutant: Mutant):
 
 
 @pytest.mark.parametrize("name", DOMAINS)
-def test_unmutated_impl_passes_every_kill(impl, name: str):
+def test_unmutated_impl_passes_every_kill(backend, name: str):
     """Control: gpu_impl as it is, on each (property, witness) pair that killed a mutant; a failure
     here means the suite kills correct code."""
     dom = domain(name)
-    replays = control([_hunt(name, m.name, impl.backend) for m in dom.mutants], dom, impl.backend)
+    replays = control([_hunt(name, m.name, backend) for m in dom.mutants], dom, backend)
     false_kills = {r.property: r.why.split("\n")[0] for r in replays if r.killed}
     assert replays, f"the {name} zoo has no kill to replay"
     assert not false_kills, f"the unmutated gpu_impl fails the {name} zoo's kills: {false_kills}"
 
 
 @pytest.mark.parametrize("name", DOMAINS)
-def test_unmutated_impl_passes_every_property(impl, name: str):
+def test_unmutated_impl_passes_every_property(backend, name: str):
     """``hunt``'s conforming-implementation mode, as other implementations plug in: every property
     of the domain, one example each, on gpu_impl as it is; nothing may fail."""
     dom = domain(name)
-    found = hunt(dom.module, dom, budget=1, backend=impl.backend)
+    found = hunt(dom.module, dom, budget=1, backend=backend)
     # every pinned corner, then one drawn example
     assert len(found.results) == len(dom.properties()) and all(r.ran == len(r.prop.corners()) + 1 for r in found.results)
     assert not found.killed, f"{found.first_kill.property} fails on gpu_impl: {found.first_kill.why[:500]}"
