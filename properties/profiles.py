@@ -16,6 +16,10 @@ _common = dict(deadline=None, print_blob=True)
 settings.register_profile("dev", max_examples=25, **_common)
 settings.register_profile("ci", max_examples=40, derandomize=True, database=None, **_common)
 settings.register_profile("nightly", max_examples=250, **_common)
+# One example, no shrinking: for runs that ask only *whether* a test judges the implementation
+# (properties/meta/test_meta_unjudged.py), not what it finds.
+settings.register_profile("smoke", max_examples=1, derandomize=True, database=None,
+                          phases=(Phase.explicit, Phase.generate), **_common)
 
 # Witness searches (``hypothesis.find``): every phase but explain. find's success is a "failure" to
 # hypothesis, whose explain phase then line-traces (sys.settrace) the whole search: measured 5x

@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def _judge(module: str) -> str:
     env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     workers = ["-p", "xdist.plugin", "-n", "2"] if (os.cpu_count() or 1) > 1 else []
-    cmd = [sys.executable, "-m", "pytest", "properties", "-p", "properties.plugin", "-p", "_hypothesis_pytestplugin",
-           *workers, "-q", "-p", "no:cacheprovider", "--hypothesis-profile=dev", "--judged-only",
+    cmd = [sys.executable, "-m", "pytest", "properties", "-o", "addopts=", "-p", "properties.plugin", "-p", "_hypothesis_pytestplugin",
+           *workers, "-q", "-p", "no:cacheprovider", "--hypothesis-profile=smoke", "--judged-only",
            "--impl", module, "-rf"]
     run = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1200)
     return run.stdout + run.stderr

@@ -148,3 +148,34 @@ BAD_INPUTS: list[Bad] = [
     Bad("argmax first of ties", call("argmax", x=a([1, 3, 3], [2, 2, 2], dtype=F16)), expect=lambda y: y.tolist() == [1, 0]),
     Bad("argmax bf16 near-tie", call("argmax", x=a([1.0, 1.0078125], dtype=BF16)), expect=lambda y: y.tolist() == [1]),
 ]
+
+
+# One clean call per function the bad inputs reach: an implementation that crashes on bad input
+# is graded, not failed, under the default contract, but only if it answers clean input (else the
+# "crash" says nothing about bad input, and an always-raising implementation would pass).
+CLEAN: dict[str, Callable[[Any], Any]] = {
+    "softmax": call("softmax", x=a([0.5, -1.0, 2.0, 0.0])),
+    "log_softmax": call("log_softmax", x=a([0.5, -1.0, 2.0, 0.0])),
+    "rms_norm": call("rms_norm", x=a([0.5, -1.0, 2.0, 0.0])),
+    "layer_norm": call("layer_norm", x=a([0.5, -1.0, 2.0, 0.0])),
+    "rope": call("rope", x=Q, positions=P3),
+    "attention": call("attention", q=Q, k=K, v=K, q_pos=P3, k_pos=P3),
+    "KV cache": _cache_sequence((2, [0, 1])),
+    "gelu": call("gelu", x=a([0.5, -1.0])),
+    "silu": call("silu", x=a([0.5, -1.0])),
+    "softcap": call("softcap", x=a([0.5, -1.0]), cap=30.0),
+    "swiglu": call("swiglu", gate=a([0.5, -1.0]), up=a([1.0, 2.0])),
+    "matmul": call("matmul", a=a([1.0, 2.0]), b=a([1.0], [2.0])),
+    "embedding": call("embedding", table=a([1.0, 2.0], [3.0, 4.0]), ids=np.array([1, 0])),
+    "project_qkv": call("project_qkv", x=a([1.0] * 8), w_qkv=np.ones((16, 8), np.float32), n_head=2,
+                        n_kv_head=1, head_dim=4),
+    "output_logits": call("output_logits", hidden=a([1.0, 2.0]), w_out=a([1.0, 2.0], [3.0, 4.0], [5.0, 6.0]),
+                          n_vocab=3),
+    "argmax": call("argmax", x=a([0.5, -1.0, 2.0])),
+}
+
+
+def clean_call(bad: Bad) -> Callable[[Any], Any]:
+    """The clean counterpart of ``bad``: the function its name starts with, on ordinary input."""
+    return next(run for prefix, run in sorted(CLEAN.items(), key=lambda kv: -len(kv[0]))
+                if bad.name.startswith(prefix))
