@@ -26,3 +26,10 @@ def llama_cpp_chain(logits: Any, history: Any, last_n: Any, repeat: Any, freq: A
             plan = kernels.plan_chain(B, V, kk, pp, 0, mm, 0, tt)
             return kernels.chain_rows(xp.ascontiguousarray(x), row_max, plan)
     return temp(min_p(top_p(top_k(x, k), p, 0), m, 0), t)
+
+
+def llama_cpp_chain_dist(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any, present: Any,
+                         k: Any, p: Any, m: Any, t: Any, u: Any) -> Any:
+    """The chain, then dist with the uniform ``u`` of each row: the token id an engine emits."""
+    from gpu_impl.selection import dist
+    return dist(llama_cpp_chain(logits, history, last_n, repeat, freq, present, k, p, m, t), u)
