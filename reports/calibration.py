@@ -1,4 +1,4 @@
-"""Is the judge right both ways? The report's sections for issue 13's measurements:
+"""Is the judge right both ways? The report's sections for the calibration measurements:
 
 - the conforming zoo's false alarms per (member, record): correct engines, so any failure is the
   judge's (table ``calibration_conforming``, from ``properties/zoo/test_calibration_zoos.py``);

@@ -2,7 +2,7 @@
 
     python -m pytest properties/gpu/bench_kernels.py -o addopts="" -p properties.plugin --benchmark-only -s
 
-Targets (issue 11), at 64 x 262,144: within 5x of the one-read bandwidth floor for every op, and
+Targets, at 64 x 262,144: within 5x of the one-read bandwidth floor for every op, and
 >= 5x faster than the torch sort-based reference for the ops whose reference sorts (the k-th
 largest, top_k, top_p and the default chain with its draw). softmax, min_p and dist have no
 sort to beat (torch's are one or two passes too): their torch time is reported, not targeted.

@@ -5,7 +5,9 @@ and the judge stay independent, and tests are run by pytest, never used as a lib
 - ``gpu_impl`` imports neither ``oracle`` nor ``properties`` (the implementation cannot copy the answer);
 - no module imports a test module (``test_*.py``): not product code (``reports``, ``fixtures``),
   not the judge's library modules, not another test; and no test module calls its own tests;
-- only the zoo imports ``properties.zoo`` (the zoo judges the suite; the suite does not depend on it).
+- only the zoo imports ``properties.zoo`` (the zoo judges the suite; the suite does not depend on it);
+- no source file (Python, and the example harnesses' C and Rust) names a machine path or an issue
+  number: comments say why, not where or which ticket.
 
 A failure names each offending import with its file and line.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -79,6 +82,33 @@ def violations(root: Path) -> dict[str, list[str]]:
                     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in tests:
                         found["no test called as a function"].append(f"{where}:{node.lineno} calls {node.func.id}")
     return found
+
+
+# spelled in pieces so that this file does not match itself
+MACHINE_OR_ISSUE = re.compile("|".join(["/" + "work/", "/" + "root/", "/" + r"home/\w", r"\bissues?\s*#?\d+"]), re.I)
+SOURCE_SUFFIXES = (".py", ".c", ".h", ".rs")
+
+
+def machine_paths_and_issue_numbers(root: Path, folders: tuple[str, ...] = PACKAGES + ("examples",)) -> list[str]:
+    out = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*")):
+            if path.suffix in SOURCE_SUFFIXES and "target" not in path.parts and "build" not in path.parts:
+                for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                    if MACHINE_OR_ISSUE.search(line):
+                        out.append(f"{path.relative_to(root)}:{i}: {line.strip()[:120]}")
+    return out
+
+
+def test_no_machine_paths_or_issue_numbers_in_code():
+    bad = machine_paths_and_issue_numbers(ROOT)
+    assert not bad, "; ".join(bad)
+
+
+def test_the_path_rule_can_fail(tmp_path):
+    (tmp_path / "oracle").mkdir()
+    (tmp_path / "oracle" / "a.py").write_text("# see /" + "work/shared/x.md\nx = 1  # fixed in iss" + "ue 12\ny = 2\n")
+    assert [b.split(":")[1] for b in machine_paths_and_issue_numbers(tmp_path, ("oracle",))] == ["1", "2"]
 
 
 @functools.lru_cache(maxsize=1)

@@ -2,7 +2,7 @@
 (``chains_differential.long_streams``); the README's stream statements come from these.
 
 ci: 150 steps at 1,000 tokens. nightly: 1,000 steps at each of 32,000, 151,936 and 262,144 tokens
-(issue 12's floor): 51, 199 and 324 s on one worker in the seed-1 nightly of 2026-11-23 (whole
+(the floor asked of them): 51, 199 and 324 s on one worker in the seed-1 nightly of 2026-11-23 (whole
 files are queued first, so the other worker runs the rest of the suite meanwhile).
 A file of its own, so ``-n`` runs it beside the generated chains.
 """

@@ -4,7 +4,7 @@
 2^-24 of the stated scale), the allowance the suite grants today, and the ratio (> 1: the suite
 fails it). For the reductions it also prints what a derived model would grant:
 
-- softmax split as /work/shared/design/calibration.md §1 says: the ratios p_i / p_max against
+- softmax split as the calibration notes (design/calibration.md §1) say: the ratios p_i / p_max against
   exp(l_i - l_max), which no summation order touches (allowed |l_i - l_max| + 6: the rounded
   argument, expf's 4 u, two divisions), and the normaliser Σp - 1 against γ_{n-1} (any order)
   or ⌈log2 n⌉ + 1 (a tree);
@@ -231,7 +231,7 @@ def engine_threshold_may(v: int = 1000) -> list[dict[str, Any]]:
 
 
 def tightening(v: int = 262144) -> list[dict[str, Any]]:
-    """Each bracket issue 13 changed, old allowance against the derived one on the same row
+    """Each bracket the derived models changed, old allowance against the derived one on the same row
     (old/new > 1: tighter). Old: ``mass_allowance`` for masses and the CDF (a sequential scan's
     2k, a tree normaliser), e^{±4u(spread + log2 n + 8 + 2 ln n)} for engine probability
     thresholds. New: ``numerics.cdf_bound``, ``mass_bound`` at the crossing, ``threshold_window``."""
@@ -281,7 +281,7 @@ def main() -> None:
                                   **near("rms_norm", ("rms_norm_eps_outside_sqrt", "rms_norm_fp16_accum"))})),
         ("min_p threshold in fp16", min_p_shift()),
         ("engine probability thresholds: undecided tokens", engine_threshold_may()),
-        ("brackets changed by issue 13: old / new", tightening()),
+        ("brackets changed by the derived models: old / new", tightening()),
     ]
     for title, rows in sections:
         print(f"\n## {title}\n")

@@ -6,7 +6,7 @@
 - every near-threshold mutant differs from gpu_impl on an input built for its bug.
 Seconds, not minutes: fixed small inputs, no hypothesis.
 
-Then the judge itself (issue 13): every conforming member passes every property it touches
+Then the judge itself: every conforming member passes every property it touches
 (``test_conforming_member_has_no_false_alarm``, the false-alarm table per record in the report),
 every near-threshold mutant is killed by a property gpu_impl passes
 (``test_near_threshold_mutant_is_killed``, the kill table with examples-to-kill), and the matmul

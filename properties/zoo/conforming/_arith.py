@@ -3,7 +3,7 @@
 Every function reduces (or scans) the last axis of a float32 array and rounds each addition
 to float32 in the order the named engine pattern performs it. None is more or less correct
 than another: they are the legal choices a judge must accept (see
-/work/shared/design/calibration.md §2 for their error models):
+the project's calibration notes, design/calibration.md §2, for their error models):
 
 - ``sequential``: one float accumulator in index order, the C/C++/Rust CPU loop
   (llama.cpp's ``softmax_impl`` and cumulative masses). NumPy's ``cumsum`` is a strict

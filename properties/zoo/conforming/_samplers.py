@@ -2,7 +2,7 @@
 the engine's arithmetic (``_arith.Arith``) and its sort / tie / validation choices.
 
 These are independent re-implementations of llama.cpp's semantics (the spec in
-/work/shared/spec/llama_cpp_samplers.md), not wrappers of gpu_impl's kernels; they share only
+the shared llama.cpp sampler spec, spec/llama_cpp_samplers.md), not wrappers of gpu_impl's kernels; they share only
 gpu_impl's parameter plumbing (``row_param``: the API's per-row parameter contract), so that a
 difference the judge sees is a difference of arithmetic or of a legal choice.
 """
