@@ -21,6 +21,17 @@ class NotCovered(Exception):
     """The implementation module has no function of this name."""
 
 
+class HarnessFault(AssertionError):
+    """An ``exec:`` harness misbehaved on a call (crash, hang, malformed or short frame, wrong shape
+    or dtype): the test that made the call fails (an AssertionError: the implementation's failure,
+    not the suite's error)."""
+
+
+PASS_THROUGH = (NotCovered, HarnessFault)
+"""Never a decision of the implementation: a check that turns exceptions into verdicts re-raises
+these (NOT COVERED skips; harness faults fail as themselves)."""
+
+
 def cupy_or_none() -> ModuleType | None:
     try:
         import cupy

@@ -68,23 +68,55 @@ def uniforms(row64: np.ndarray) -> np.ndarray:
     return np.unique(u[(u >= 0) & (u < 1)])
 
 
-def windows(row64: np.ndarray, c: nm.Contract | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """(exact CDF below each token, at each token, each point's allowance E, θ), token order."""
+LAYOUTS = ("token", "sorted")
+"""The orders an inverse CDF may lay tokens out in: token order (llama.cpp's dist on a fresh
+row, gpu_impl's dense rows) and descending logit (llama.cpp's dist after a sorting sampler, as in
+its default chain); in sorted order equal logits are one interval, whatever order the sort left
+them in (they weigh the same, so which of them a uniform lands on is no distribution error)."""
+
+
+def _layout(row64: np.ndarray, layout: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(order: token ids in CDF order, group start, group end (exclusive) per position)."""
+    n = row64.size
+    if layout == "token":
+        order = np.arange(n)
+        return order, order, order + 1
+    if layout != "sorted":
+        raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    key = np.where(np.isfinite(row64), row64, -np.inf)
+    order = np.lexsort((np.arange(n), -key))
+    vals = key[order]
+    new = np.concatenate([[True], vals[1:] != vals[:-1]])
+    gid = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    ends = np.concatenate([starts[1:], [n]])
+    return order, starts[gid], ends[gid]
+
+
+def windows(row64: np.ndarray, c: nm.Contract | None = None, layout: str = "token"
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """Per token: (exact CDF below its interval, at its end, the allowance E below and at the end),
+    and θ, for the CDF laid out in ``layout``."""
     c = c or nm.active_contract()
     m = nm.softmax_model(row64, c)
-    p = m.p
-    upto = np.cumsum(p)
-    below = np.concatenate([[0.0], upto[:-1]])
+    order, start, end = _layout(row64, layout)
+    p = m.p[order]
+    cum = np.concatenate([[0.0], np.cumsum(p)])
     n = int(m.finite.sum())
-    weights = np.cumsum(p * U32 * m.elementwise_u)
+    wcum = np.concatenate([[0.0], np.cumsum(p * U32 * m.elementwise_u[order])])
     scan = gamma(c.cdf_depth(n))
-    err_at = weights + scan * upto + n * FTZ_FLOOR
-    return below, upto, err_at, m.theta
+    err = wcum + scan * cum + n * FTZ_FLOOR
+    below, upto, e_below, e_upto = (np.empty(row64.size) for _ in range(4))
+    below[order], upto[order] = cum[start], cum[end]
+    e_below[order], e_upto[order] = err[start], err[end]
+    return below, upto, e_below, e_upto, m.theta
 
 
-def judge(row64: np.ndarray, uniforms: np.ndarray, ids: np.ndarray, c: nm.Contract | None = None) -> OneCdf:
-    """Is there one normaliser under which every (u, token) pair is a legal inverse-CDF draw?"""
-    below, upto, err_at, theta = windows(row64, c)
+def judge(row64: np.ndarray, uniforms: np.ndarray, ids: np.ndarray, c: nm.Contract | None = None,
+          layout: str = "token") -> OneCdf:
+    """Is there one normaliser under which every (u, token) pair is a legal inverse-CDF draw from
+    the CDF laid out in ``layout``?"""
+    below, upto, err_below, err_at, theta = windows(row64, c, layout)
     ids = np.asarray(ids, dtype=np.int64)
     u = np.asarray(uniforms, dtype=np.float64)
     finite = np.isfinite(row64)
@@ -93,13 +125,14 @@ def judge(row64: np.ndarray, uniforms: np.ndarray, ids: np.ndarray, c: nm.Contra
         return OneCdf(math.inf, u.size, theta, f"u = {u[i]:.9g} drew token {int(ids[i])}, which is no candidate")
     # past the engine's last CDF point it returns its last candidate of positive weight: the
     # last finite token, or one before it whose float32 weight may be the last not flushed to 0
+    order = _layout(row64, layout)[0]
+    position = np.empty(row64.size, dtype=np.int64)
+    position[order] = np.arange(row64.size)
     d = np.where(finite, row64 - row64[finite].max(), -np.inf)
-    surely_positive = np.flatnonzero(d > NORMAL_EXP)
-    first_fallback = int(surely_positive[-1]) if surely_positive.size else int(np.flatnonzero(finite)[-1])
-    err_below = np.concatenate([[0.0], err_at[:-1]])
+    live = position[(d > NORMAL_EXP)] if (d > NORMAL_EXP).any() else position[finite]
+    fallback = position[ids] >= int(live.max())
     lo0, hi0 = below[ids], upto[ids]
     el, eh = err_below[ids], err_at[ids]
-    fallback = ids >= first_fallback
 
     def feasible(k: float) -> tuple[bool, int, int, float, float]:
         th = min(k * theta, 0.999)
@@ -113,10 +146,17 @@ def judge(row64: np.ndarray, uniforms: np.ndarray, ids: np.ndarray, c: nm.Contra
     if ok:
         return OneCdf(_smallest(feasible, 0.0, 1.0), u.size, theta, "")
     ratio = _smallest(feasible, 1.0, 2.0 ** 60)
-    worst = (f"u = {u[i]:.9g} drew token {int(ids[i])} (exact CDF [{lo0[i]:.9g}, {hi0[i]:.9g}]): the CDF scaled "
-             f"by >= {s_lo:.9g}; u = {u[j]:.9g} drew token {int(ids[j])} (exact CDF [{lo0[j]:.9g}, {hi0[j]:.9g}]): "
-             f"by <= {s_hi:.9g}; allowed scale 1/(1 ± θ), points within {eh[i]:.3g} / {eh[j]:.3g}")
+    worst = (f"{layout} order: u = {u[i]:.9g} drew token {int(ids[i])} (exact CDF [{lo0[i]:.9g}, {hi0[i]:.9g}]): "
+             f"the CDF scaled by >= {s_lo:.9g}; u = {u[j]:.9g} drew token {int(ids[j])} (exact CDF "
+             f"[{lo0[j]:.9g}, {hi0[j]:.9g}]): by <= {s_hi:.9g}; allowed scale 1/(1 ± θ), points within "
+             f"{eh[i]:.3g} / {eh[j]:.3g}")
     return OneCdf(ratio, u.size, theta, worst)
+
+
+def judge_any_layout(row64: np.ndarray, uniforms: np.ndarray, ids: np.ndarray,
+                     c: nm.Contract | None = None) -> OneCdf:
+    """The layout that explains the draws best (token or sorted order)."""
+    return min((judge(row64, uniforms, ids, c, layout) for layout in LAYOUTS), key=lambda r: r.ratio)
 
 
 def _smallest(feasible, lo: float, hi: float) -> float:
