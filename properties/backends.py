@@ -118,8 +118,8 @@ class Impl:
             from properties.protocol.harness import HarnessUnsupported
             try:
                 return f(*args, **kwargs)
-            except HarnessUnsupported as exc:
-                NOT_COVERED.add(f"{self.name}.{fn} (some cases)")
+            except (HarnessUnsupported, NotCovered) as exc:  # the harness's "unsupported", or a case
+                NOT_COVERED.add(f"{self.name}.{fn} (some cases)")  # the protocol cannot carry
                 raise NotCovered(str(exc)) from None
         out = f(*(self.to_device(a) for a in args), **{k: self.to_device(v) for k, v in kwargs.items()})
         return self.to_host(out)

@@ -101,10 +101,12 @@ def violation(out: np.ndarray, row64: np.ndarray, cp: ChainParams) -> str | None
     if missing.size:
         droppers = [n for j, n in enumerate(STAGES) if RECORDS_BY_NAME[n].kind == "filter"
                     and c.may[j].sum() < (c.may[j - 1].sum() if j else np.isfinite(row64).sum())]
-        last = droppers[-1] if droppers else "none"
+        where = (f"the cut it disagrees with is {droppers[-1]}'s, the last stage that drops tokens on this row: "
+                 f"its threshold or the row handed to it differs" if droppers else
+                 "no stage of llama.cpp's chain drops a token on this row: the engine cuts where it does not "
+                 "(a filter's threshold, or the row handed to it, e.g. a temperature applied before the filters)")
         return (f"the engine dropped {missing.size} token(s) every stage keeps, e.g. ids {missing[:6].tolist()} "
-                f"(must={int(c.must[-1].sum())}, engine kept {int(kept.sum())}; the cut the engine's disagrees with "
-                f"is {last}'s, the last stage that drops tokens on this row: its threshold or what it was handed differs)")
+                f"(must={int(c.must[-1].sum())}, engine kept {int(kept.sum())}); {where}")
     both = kept & np.isfinite(c.final)
     want, got = c.final[both], out[both].astype(np.float64)
     allowed = (c.pen_bound_u[both] + 3) * U32 * np.abs(want) + F32_TINY

@@ -104,23 +104,20 @@ impl Candidates {
             return;
         }
         let max = self.max_logit();
-        #[cfg(feature = "bug_softmax_top1000")]
-        {
-            // FOUNDING BUG: the normaliser only covers the top 1,000 candidates of large rows.
-            if self.data.len() > 1000 {
-                self.sort();
-                for c in self.data.iter_mut() {
-                    c.p = (c.logit - max).exp();
-                }
-                let sum: f32 = self.data[..1000].iter().map(|c| c.p).sum();
-                self.data.iter_mut().for_each(|c| c.p /= sum);
-                return;
-            }
-        }
+        // FOUNDING BUG bug_softmax_top1000: the normaliser only covers the top 1,000 candidates
+        // of large rows
+        let normalised_over = if cfg!(feature = "bug_softmax_top1000") && self.data.len() > 1000 {
+            self.sort();
+            1000
+        } else {
+            self.data.len()
+        };
         let mut sum = 0.0f32;
-        for c in self.data.iter_mut() {
+        for (i, c) in self.data.iter_mut().enumerate() {
             c.p = (c.logit - max).exp();
-            sum += c.p;
+            if i < normalised_over {
+                sum += c.p;
+            }
         }
         for c in self.data.iter_mut() {
             c.p /= sum;

@@ -78,7 +78,7 @@ impl PenaltyArgs {
         let repeat = args.row_f32("repeat", x.batch)?;
         let freq = args.row_f32("freq", x.batch)?;
         let present = args.row_f32("present", x.batch)?;
-        if repeat.iter().any(|&r| !(r > 0.0)) {
+        if repeat.iter().any(|&r| r <= 0.0) {
             refuse!("parameter repeat must be > 0, got {repeat:?}");
         }
         Ok(PenaltyArgs { history, last_n, repeat, freq, present })

@@ -1,5 +1,6 @@
 //! Transformer ops over float32 tensors (row-major), as a ggml-style CPU backend computes them:
-//! float32 values, float64 accumulators for reductions.
+//! float32 values, float64 accumulators for reductions. Scalar parameters arrive finite (the
+//! argument layer refuses NaN and inf before an op runs).
 
 mod norms;
 mod rope;

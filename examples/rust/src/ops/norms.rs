@@ -11,7 +11,7 @@ pub fn rms_norm(x: &Tensor, weight: Option<&Tensor>, eps: f64, unit_offset: bool
         Some(&n) if n > 0 => n,
         _ => refuse!("x must have a non-empty last axis, got shape {}", shape_text(&x.dims)),
     };
-    if !(eps >= 0.0) {
+    if eps < 0.0 {
         refuse!("eps must be >= 0.0, got {eps}");
     }
     if let Some(w) = weight {
@@ -26,7 +26,7 @@ pub fn rms_norm(x: &Tensor, weight: Option<&Tensor>, eps: f64, unit_offset: bool
     let mut out = Vec::with_capacity(x.data.len());
     for row in x.data.chunks_exact(n) {
         if row.iter().any(|v| !v.is_finite()) {
-            out.extend(std::iter::repeat(f32::NAN).take(n));
+            out.extend(std::iter::repeat_n(f32::NAN, n));
             continue;
         }
         let mean_sq = row.iter().map(|&v| (v as f64) * (v as f64)).sum::<f64>() / n as f64;

@@ -48,10 +48,10 @@ pub fn rope(x: &Tensor, positions: &[i64], positions_dims: &[usize], p: &RopePar
         "neox" => RopeMode::Neox,
         other => refuse!("mode must be 'normal' or 'neox', got {other:?}"),
     };
-    if !(p.freq_base > 1.0) {
+    if p.freq_base <= 1.0 {
         refuse!("freq_base must be > 1.0, got {}", p.freq_base);
     }
-    if !(p.freq_scale > 0.0) {
+    if p.freq_scale <= 0.0 {
         refuse!("freq_scale must be > 0.0, got {}", p.freq_scale);
     }
     let half = nd / 2;
@@ -61,7 +61,7 @@ pub fn rope(x: &Tensor, positions: &[i64], positions_dims: &[usize], p: &RopePar
         }
     }
     let yarn = p.ext_factor != 0.0;
-    if yarn && (p.n_ctx_orig <= 0 || !(p.beta_fast > 0.0) || !(p.beta_slow > 0.0)) {
+    if yarn && (p.n_ctx_orig <= 0 || p.beta_fast <= 0.0 || p.beta_slow <= 0.0) {
         refuse!("YaRN (ext_factor != 0) needs n_ctx_orig > 0 and beta_fast, beta_slow > 0");
     }
 
@@ -94,11 +94,9 @@ pub fn rope(x: &Tensor, positions: &[i64], positions_dims: &[usize], p: &RopePar
     let mut out = x.data.clone();
     let mut cos = vec![0.0f32; half];
     let mut sin = vec![0.0f32; half];
-    for t in 0..n_tok {
-        #[cfg(not(feature = "bug_rope_restart"))]
-        let pos = positions[t] as f64;
-        #[cfg(feature = "bug_rope_restart")]
-        let pos = t as f64; // FOUNDING BUG: the row index within the call, not the token's position
+    for (t, &given) in positions.iter().enumerate() {
+        // FOUNDING BUG bug_rope_restart: the row index within the call, not the token's position
+        let pos = if cfg!(feature = "bug_rope_restart") { t as f64 } else { given as f64 };
         for i in 0..half {
             let theta = pos * freq[i];
             cos[i] = theta.cos() as f32 * mscale;

@@ -16,7 +16,7 @@ pub fn softmax(x: &Tensor, axis: i64, scale: f64, mask: Option<&Tensor>) -> Resu
     if x.dims[axis] == 0 {
         refuse!("softmax over an empty axis (x has shape {})", shape_text(&x.dims));
     }
-    if !(scale > 0.0) {
+    if scale <= 0.0 {
         refuse!("scale must be > 0.0, got {scale}");
     }
     let mut z = x.data.clone();

@@ -8,7 +8,7 @@ impl Sampler for Greedy {
     fn apply(&self, cur: &mut Candidates) {
         let mut best: Option<usize> = None;
         for (i, c) in cur.data.iter().enumerate() {
-            if best.map_or(true, |b| c.logit > cur.data[b].logit) {
+            if best.is_none_or(|b| c.logit > cur.data[b].logit) {
                 best = Some(i);
             }
         }

@@ -11,7 +11,7 @@ pub struct MinP {
 
 impl Sampler for MinP {
     fn apply(&self, cur: &mut Candidates) {
-        if !(self.p > 0.0) || cur.is_empty() {
+        if self.p <= 0.0 || cur.is_empty() {
             return;
         }
         let ln_p = self.p.ln();

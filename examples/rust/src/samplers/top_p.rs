@@ -41,14 +41,8 @@ impl Sampler for TopP {
                 cur.sort(); // the prefix did not reach p: order the rest as well
                 ordered = n;
             }
-            #[cfg(not(feature = "bug_top_p_on_logits"))]
-            {
-                cum += cur.data[i].p;
-            }
-            #[cfg(feature = "bug_top_p_on_logits")]
-            {
-                cum += cur.data[i].logit; // FOUNDING BUG: accumulates logits, not probabilities
-            }
+            // FOUNDING BUG bug_top_p_on_logits: accumulates logits, not probabilities
+            cum += if cfg!(feature = "bug_top_p_on_logits") { cur.data[i].logit } else { cur.data[i].p };
             if cum >= self.p && i + 1 >= self.min_keep {
                 keep = i + 1;
                 break;
