@@ -41,7 +41,9 @@ AREAS = ("samplers", "ops", "quants", "chains", "engines", "zoo", "peers", "gpu"
 def area_of(nodeid: str) -> str:
     """The room a test lives in (properties/<room>/...); the engine chains judged whole are "chains"."""
     parts = nodeid.split("::", 1)[0].split("/")
-    room = parts[1] if len(parts) > 2 and parts[0] == "properties" else "other"
+    # from the checkout "properties/<room>/test_x.py"; installed, "<site-packages path>/properties/<room>/..."
+    at = max((i for i, p in enumerate(parts[:-2]) if p == "properties"), default=-1)
+    room = parts[at + 1] if at >= 0 else "other"
     return "chains" if room == "engines" and "test_chains" in nodeid else room
 
 

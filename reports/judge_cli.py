@@ -36,7 +36,9 @@ def judge_argv(args: argparse.Namespace) -> list[str]:
     spec = importlib.util.find_spec("properties")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("the 'properties' package is not importable: pip install logitcheck")
-    argv = [list(spec.submodule_search_locations)[0], "-p", "properties.plugin", "-p", "no:cacheprovider", "-q",
+    # addopts cleared: a checkout's pyproject (found as the rootdir's inifile) must not change the run
+    argv = [list(spec.submodule_search_locations)[0], "-o", "addopts=", "-p", "properties.plugin",
+            "-p", "no:cacheprovider", "-q",
             "--judged-only", "--impl", args.impl, "--hypothesis-profile", args.profile,
             "--hypothesis-seed", str(args.seed), "--contract", args.contract, "-rN"]
     for area in args.area:

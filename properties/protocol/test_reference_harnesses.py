@@ -96,3 +96,14 @@ def test_founding_bug_is_killed_by_its_property(ref, bug):
     text = run.stdout + run.stderr
     assert run.returncode == 1 and re.search(r"\b1 failed\b", text), f"{bug} survived {target}:\n{text[-3000:]}"
     assert says in text, f"{bug} failed {target} without naming {says!r}:\n{text[-3000:]}"
+
+
+def test_judge_runs_from_outside_the_checkout(tmp_path):
+    """``logitcheck judge`` from an engine's own directory: the judged tests are found in the
+    installed package, whatever the working directory, and areas are still told apart."""
+    binary = built(C)
+    run = subprocess.run([sys.executable, "-m", "reports.cli", "judge", "--impl", f"exec:{binary}", "--area", "chains",
+                          "-n", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    text = run.stdout + run.stderr
+    assert run.returncode == 0, text[-3000:]
+    assert re.search(r"^  chains: 2 tests judged exec:\S+: 2 passed, 0 failed, 0 NOT COVERED", text, re.M), text[-3000:]
