@@ -185,7 +185,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         _tally(report)
         row = {"nodeid": report.nodeid, "outcome": report.outcome, "duration": round(report.duration, 3),
-               "reason": ""}
+               "reason": "", "judged": bool(dict(report.user_properties).get("logitcheck_judges_impl"))}
         if report.skipped and isinstance(report.longrepr, tuple):
             row["reason"] = report.longrepr[2]
         elif report.failed:  # for the report: the crash line first, then the trace's head and tail

@@ -21,7 +21,8 @@ Top level::
     error             (report only) why the suite could not run or wrote nothing
   tests           one row per test: nodeid, outcome (passed | failed | skipped | error), duration (s),
                   reason (skip reason, or the failure's crash line then the trace's head and tail,
-                  <= 2,000 characters); failed rows also carry
+                  <= 2,000 characters), judged (true when the test takes the implementation: impl,
+                  oimpl or qimpl; the first screen counts what judged it); failed rows also carry
     failure           {property, why, case, worst_u, bound_u, ratio}: from the check's "WHY ... CASE ..."
                       message; the case is hypothesis' shrunk example (its repr is a replay recipe);
                       worst_u / bound_u only when the property measures an error in units of u

@@ -36,6 +36,26 @@ def not_covered(meta: dict[str, Any], tests: list[dict[str, Any]]) -> list[str]:
     return names
 
 
+def judged_lines(results: dict[str, Any]) -> list[str]:
+    """"N tests judged IMPL: P passed, F failed, C NOT COVERED", overall then per area, from the
+    test rows marked ``judged`` (the tests that take the implementation); [] for older results."""
+    rows = [t for t in results.get("tests") or [] if isinstance(t, dict) and t.get("judged")]
+    if not rows:
+        return []
+    impl = (results.get("meta") or {}).get("impl", "?")
+
+    def line(label: str, group: list[dict[str, Any]]) -> str:
+        nc = sum(1 for t in group if t.get("outcome") == "skipped" and "NOT COVERED" in str(t.get("reason", "")))
+        passed = sum(1 for t in group if t.get("outcome") == "passed")
+        failed = sum(1 for t in group if t.get("outcome") in ("failed", "error"))
+        return f"{label}{passed + failed + nc} tests judged {impl}: {passed} passed, {failed} failed, {nc} NOT COVERED"
+
+    by_area: dict[str, list[dict[str, Any]]] = {}
+    for t in rows:
+        by_area.setdefault(area_of(str(t.get("nodeid", ""))), []).append(t)
+    return [line("", rows)] + [line(f"{BY_KEY[k].title}: ", g) for k, g in sorted(by_area.items())]
+
+
 def area_tiles(verdicts: list[Verdict]) -> str:
     tiles = []
     for v in verdicts:
@@ -134,6 +154,9 @@ def header(results: dict[str, Any], verdicts: list[Verdict], changes_line: str =
                      "the results may be incomplete.")
     if meta.get("error"):
         notes.append(esc(truncate(str(meta["error"]), 600)))
+    judged = judged_lines(results)
+    if judged:
+        notes.append("<b>" + esc(judged[0]) + "</b>" + "".join(f"<br>{esc(x)}" for x in judged[1:]))
     nc = not_covered(meta, results.get("tests") or [])
     if nc:
         notes.append(f'<a href="#not-covered">{len(nc)} function(s) NOT COVERED</a>: the implementation lacks them, '

@@ -255,3 +255,22 @@ def test_cli_renders_existing_results(tmp_path, capsys):
     assert str((out / "index.html").resolve()) in printed and "1 FAILED" in printed
     assert main(["report", "--from-results", str(src), "--out", str(out), "--strict"]) == 1
     assert main(["report", "--from-results", str(tmp_path / "missing.json"), "--out", str(out)]) == 2
+
+
+def test_first_screen_counts_what_judged_the_implementation():
+    from reports.render import render
+    from reports.summary import judged_lines
+
+    rows = [{"nodeid": "properties/samplers/test_impl_vs_oracle.py::a", "outcome": "passed", "duration": 0, "reason": "",
+             "judged": True},
+            {"nodeid": "properties/ops/test_ops.py::b", "outcome": "skipped", "duration": 0,
+             "reason": "NOT COVERED: silu is not implemented in x", "judged": True},
+            {"nodeid": "properties/ops/test_ops.py::c", "outcome": "failed", "duration": 0, "reason": "boom",
+             "judged": True, "failure": {}, "reproduce": "r"},
+            {"nodeid": "properties/meta/test_meta_stats.py::d", "outcome": "passed", "duration": 0, "reason": ""}]
+    results = {"schema_version": 2, "meta": {"impl": "exec:./h"}, "tests": rows}
+    lines = judged_lines(results)
+    assert lines[0] == "3 tests judged exec:./h: 1 passed, 1 failed, 1 NOT COVERED"
+    assert any(line.endswith("1 tests judged exec:./h: 1 passed, 0 failed, 0 NOT COVERED") for line in lines[1:])
+    assert "3 tests judged exec:./h: 1 passed, 1 failed, 1 NOT COVERED" in render(results)
+    assert judged_lines({"tests": [r for r in rows if "judged" not in r]}) == []
