@@ -47,15 +47,16 @@ def wire_array(value: Any) -> tuple[str, np.ndarray]:
     raise TypeError(f"an argument of dtype {a.dtype} has no protocol dtype")
 
 
-def encode_call(function: str, args: list[tuple[str, Any]]) -> bytes:
-    """``CALL`` with its ``ARG`` arrays."""
-    parts = [f"CALL {function} {len(args)}\n".encode()]
+def encode_call(function: str, args: list[tuple[str, Any]]) -> list[bytes | memoryview]:
+    """``CALL`` with its ``ARG`` arrays, as the pieces to write in order (the arrays' own memory,
+    not copies)."""
+    parts: list[bytes | memoryview] = [f"CALL {function} {len(args)}\n".encode()]
     for name, value in args:
         code, a = wire_array(value)
         dims = " ".join(str(d) for d in a.shape)
         parts.append(f"ARG {name} {code} {a.ndim}{' ' if dims else ''}{dims}\n".encode())
-        parts.append(a.tobytes())
-    return b"".join(parts)
+        parts.append(memoryview(np.ascontiguousarray(a)).cast("B"))
+    return parts
 
 
 def describe_args(args: list[tuple[str, Any]]) -> str:

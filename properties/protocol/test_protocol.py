@@ -87,7 +87,7 @@ def test_a_broken_handshake_fails_every_call_never_not_covered():
 
 
 def test_framing_round_trips_and_refuses_bad_headers():
-    call = framing.encode_call("top_p", [("logits", X.astype(np.float16)), ("p", 0.5), ("min_keep", 3)])
+    call = b"".join(framing.encode_call("top_p", [("logits", X.astype(np.float16)), ("p", 0.5), ("min_keep", 3)]))
     assert call.startswith(b"CALL top_p 3\nARG logits f32 2 2 300\n")
     assert b"ARG p f64 0\n" in call and b"ARG min_keep i64 0\n" in call
     for bad in (["RESULT", "f33", "1", "4"], ["RESULT", "f32", "2", "4"], ["RESULT", "f32", "x"], ["OK", "1"]):
