@@ -2,7 +2,7 @@
 examples and draws the large vocabularies more often (3 choices in 10, ci 1 in 10; see
 ``large_vocab_weight`` for the shares measured). The hypothesis database, kept between nights,
 replays every failure found before new examples are drawn. Nightly wall times measured on 2
-cores are in the README ("Profiles")."""
+cores are in docs/profiles.md."""
 from __future__ import annotations
 
 import os

@@ -1,6 +1,6 @@
 """Where a device run's time goes: the host cost of one launch of each kind gpu_impl makes, and
 each stage of its kernels replayed alone from a CUDA graph, at 64 x 262,144 and 1 x 262,144
-N(0, 3^2) float32 rows (the README's per-launch and per-stage figures come from here).
+N(0, 3^2) float32 rows (docs/gpu.md's per-launch and per-stage figures come from here).
 
     python -m properties.gpu.device_profile OUT.json     # on a CUDA device
 

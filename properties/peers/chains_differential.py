@@ -17,7 +17,7 @@ on one row sequence (a row is generated, and sorted, once per step for all of th
 sampler (mirostat, mirostat_v2, adaptive_p) stops at its first legal divergence (its state then
 follows a different selection) and restarts with fresh state on the next row, until ``steps``
 rounds are judged; the report keeps where each divergence happened - the measurement behind the
-README's "identical for N steps" statements.
+"identical for N steps" statements of docs/findings.md.
 """
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Long seeded streams of every stateful llama.cpp sampler, in lockstep on one zipf row sequence
-(``chains_differential.long_streams``); the README's stream statements come from these.
+(``chains_differential.long_streams``); docs/findings.md's stream statements come from these.
 
 ci: 150 steps at 1,000 tokens. nightly: 1,000 steps at each of 32,000, 151,936 and 262,144 tokens
 (the floor asked of them): 51, 199 and 324 s on one worker in the seed-1 nightly of 2026-11-23 (whole
