@@ -48,6 +48,10 @@ def _widen_pipe(fd: int) -> None:
         pass
 
 
+class _Reported(HarnessFault):
+    """``ERROR failed``: the harness reported its own failure and is still in step: no restart."""
+
+
 class _Pipe:
     """Buffered reads and writes on the process's pipes with a deadline (select + os.read)."""
 
@@ -223,6 +227,8 @@ class Harness:
             raise HarnessFault(f"harness unusable: {self.broken}; call {what}")
         try:
             return self._exchange(function, args, what)
+        except _Reported:
+            raise
         except HarnessFault:
             self._kill()
             raise
@@ -255,7 +261,7 @@ class Harness:
             if kind == "unsupported":
                 raise HarnessUnsupported(f"{self.name} does not support this case of {function}: {message}")
             if kind == "failed":
-                raise HarnessFault(f"harness reported a failure in {what}: {message}")
+                raise _Reported(f"harness reported a failure in {what}: {message}")
             raise framing.FrameError("malformed", f"unknown ERROR kind {kind!r}")
         if head[0] != "OK" or len(head) != 2 or not head[1].isdigit():
             raise framing.FrameError("malformed", f"expected 'OK <n>' or 'ERROR <kind> <message>', got "
