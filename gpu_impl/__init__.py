@@ -43,6 +43,7 @@ mirostat_v2's ``discrete_distribution`` cumulative probabilities.
 from gpu_impl.penalties import logit_bias, penalties
 from gpu_impl.selection import dist, greedy, mirostat_v2
 from gpu_impl.softmax import softmax
+from gpu_impl.speculative import rejection_sample
 from gpu_impl.temperature import temp, temp_ext
 from gpu_impl.truncation import min_p, top_k, top_n_sigma, top_p, typical, xtc
 
@@ -53,5 +54,5 @@ LOGITCHECK_CLAIMS = ("refuses_bad_input", "overflow_safe")
 
 __all__ = [
     "softmax", "greedy", "dist", "mirostat_v2", "temp", "temp_ext", "top_k", "top_p", "min_p",
-    "typical", "top_n_sigma", "xtc", "penalties", "logit_bias",
+    "typical", "top_n_sigma", "xtc", "penalties", "logit_bias", "rejection_sample",
 ]

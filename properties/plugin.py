@@ -35,7 +35,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 IMPL_FIXTURES = frozenset({"impl", "oimpl", "qimpl"})
-AREAS = ("samplers", "ops", "quants", "chains", "engines", "zoo", "peers", "gpu", "meta", "protocol")
+AREAS = ("samplers", "ops", "quants", "chains", "engines", "speculative", "zoo", "peers", "gpu", "meta", "protocol")
 
 
 def area_of(nodeid: str) -> str:

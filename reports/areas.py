@@ -27,6 +27,8 @@ AREAS = (
     Area("ops", "Ops", ("ops",), r"^test_(ops(?!_zoo)|attention|metrics)"),
     Area("quants", "Quant formats", ("quants",), r"^test_(quants(?!_zoo|_peer)|fixtures)"),
     Area("engines", "Engines", ("engines",), r"^test_engine"),
+    Area("speculative", "Speculative sampling", ("speculative",), r"^test_speculative\b"),
+    Area("protocol", "Harness protocol", ("protocol",), r"^test_(protocol|reference_harnesses)\b"),
     Area("peers", "Peers", ("peers",), r"^test_(peer_|quants_peer)"),
     Area("parity", "Parity", ("models", "parity"), r"^test_(parity|forward|model|layers)"),
     Area("zoo", "Bug zoo", ("zoo",), r"^test_(\w+_)?zoo\b"),

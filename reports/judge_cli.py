@@ -12,7 +12,7 @@ import os
 
 from typing import Any
 
-AREAS = ("samplers", "ops", "quants", "chains", "engines")
+AREAS = ("samplers", "ops", "quants", "chains", "engines", "speculative")
 
 
 def add_parser(sub: Any) -> None:

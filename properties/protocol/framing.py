@@ -55,7 +55,8 @@ def encode_call(function: str, args: list[tuple[str, Any]]) -> list[bytes | memo
         code, a = wire_array(value)
         dims = " ".join(str(d) for d in a.shape)
         parts.append(f"ARG {name} {code} {a.ndim}{' ' if dims else ''}{dims}\n".encode())
-        parts.append(memoryview(np.ascontiguousarray(a)).cast("B"))
+        if a.size:  # (a memoryview of an empty array cannot be cast to bytes: send nothing)
+            parts.append(memoryview(np.ascontiguousarray(a).reshape(-1)).cast("B"))
     return parts
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from properties.backends import HarnessFault, NotCovered
+from properties.backends import CaseNotCarried, HarnessFault
 from properties.protocol import framing
 from properties.protocol.signatures import PARTS, argument_names, check_results
 
@@ -249,7 +249,7 @@ class Harness:
         try:
             request = framing.encode_call(function, args)
         except TypeError as exc:  # e.g. complex logits: a case no harness can be asked
-            raise NotCovered(f"{function}: {exc}: the protocol cannot put this case to a harness") from None
+            raise CaseNotCarried(f"{function}: {exc}: the protocol cannot put this case to a harness") from None
         pipe = _Pipe(self.proc, time.monotonic() + timeout_s())
         for part in request:
             pipe.write(part)

@@ -40,6 +40,8 @@ def _returns(qualified: str) -> str:
         return "i64[batch] token ids"
     if qualified == "mirostat_v2":
         return "(i64[batch] token ids, f32[batch] mu)"
+    if qualified == "rejection_sample":
+        return "(i64[batch, K+1] emitted tokens, -1 after the stop; i64[batch] how many)"
     if "." not in qualified or qualified.startswith("engines.") and qualified not in SELECTORS:
         return "f32 like logits (-inf = dropped)" if qualified != "engines.mistralrs_weights" else "f32 weights like logits"
     if qualified in SHAPE_OF_FIRST:
@@ -83,7 +85,11 @@ def check_results(qualified: str, args: dict[str, Any], results: list[Any]) -> s
     """Why ``results`` cannot be what ``qualified`` returns (shape, dtype, count), or None."""
     shape = _first_shape(args)
     want: list[tuple[str, tuple[int, ...] | None]]
-    if qualified in SELECTORS:
+    if qualified == "rejection_sample":
+        d = np.shape(args.get("draft_tokens", ()))
+        b, k = (d[0], d[1]) if len(d) == 2 else (None, None)
+        want = [("int", (b, k + 1) if b is not None else None), ("int", (b,) if b is not None else None)]
+    elif qualified in SELECTORS:
         want = [("int", shape[:1] if shape else None)]
     elif qualified == "mirostat_v2":
         want = [("int", shape[:1] if shape else None), ("float", shape[:1] if shape else None)]

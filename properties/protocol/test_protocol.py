@@ -86,6 +86,19 @@ def test_a_broken_handshake_fails_every_call_never_not_covered():
         load_impl("x", "numpy", exec_module("/nonexistent/harness"))("softmax", X)
 
 
+def test_empty_and_scalar_arguments_travel():
+    """An empty history ([1, 0]) and scalars: the harness gets them (a penalties call with no
+    history is the identity), not a client-side error turned NOT COVERED."""
+    import gpu_impl
+
+    impl = _impl(functions="penalties")
+    empty = np.zeros((2, 0), np.int64)
+    out = impl("penalties", X, empty, 8, 1.1, 0.0, 0.0)
+    assert np.array_equal(out, gpu_impl.penalties(X, empty, 8, 1.1, 0.0, 0.0))
+    parts = framing.encode_call("penalties", [("history", empty), ("last_n", 8)])
+    assert b"".join(parts) == b"CALL penalties 2\nARG history i64 2 2 0\nARG last_n i64 0\n" + np.int64(8).tobytes()
+
+
 def test_framing_round_trips_and_refuses_bad_headers():
     call = b"".join(framing.encode_call("top_p", [("logits", X.astype(np.float16)), ("p", 0.5), ("min_keep", 3)]))
     assert call.startswith(b"CALL top_p 3\nARG logits f32 2 2 300\n")

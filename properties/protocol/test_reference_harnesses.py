@@ -84,7 +84,8 @@ def test_reference_harness_is_judged_green(ref):
     assert failed == 0 and run.returncode == 0, text[-4000:]
     assert passed > 100, f"only {passed} of {judged} tests judged the {ref.name} harness"
     listed = handshake_functions(binary)
-    lacking = set(re.findall(r"^  exec:\S+?\.(\S+)$", text, re.M))  # NOT COVERED, "(some cases)" left out
+    # NOT COVERED names; only the cases no harness can be sent (complex logits) may touch a listed function
+    lacking = set(re.findall(r"^  exec:\S+?\.(\S+)(?: \(some cases: [^)]*\))?$", text, re.M))
     assert listed and not (lacking & listed), f"NOT COVERED although the harness lists them: {sorted(lacking & listed)}"
 
 

@@ -1,0 +1,241 @@
+"""Property bodies for ``rejection_sample`` (``impl``'s), each ``body(impl, case)``.
+
+The exactness judge (``check_first_token_exact``). For each possible draft d of q_0 the
+implementation runs on the product grid a_i = (i + 1/2)/n_a, r_j = (j + 1/2)/n_r (N = n_a·n_r
+rows), and count_j(d) (the first emitted token's histogram) is judged against N·P(j | d),
+P(j | d) = α·[j = d] + (1 - α)·res_j, α = min(1, p(d)/q(d)), res = (p - q)⁺/Σ(p - q)⁺. With
+n_acc accepted rows, |n_acc - n_a·α| <= 1/2 + n_a·δα (a grid of n_a points holds an interval of
+length L ceil or floor of n_a·L times; δα: α's float32 error), and each of the n_rej rejected
+rows puts count_j within n_r·res_j ± (1 + 2·n_r·κ) on its r-grid (``properties.stratified``:
+κ is the residual CDF's error, ``cdf_error`` of the blocked contract with the weights' error h).
+So
+
+    |count_j(d) - N·P(j | d)| <= n_r·(1/2 + n_a·δα)·([j = d] + res_j) + n_rej·(1 + 2·n_r·κ)
+
+with n_rej <= n_a·(1 - α) + 1/2 + n_a·δα, and count_j = 0 exactly where the filtered p_j = 0.
+δα = α·((1 + ε_p)(1 + u)² - 1) and h = (ε_p·Σp + u·Σw)/Σw, u = 2^-24; ε_p, the target's
+renormalisation after its own top-k, is 2u + γ_n over the n kept tokens (0 with top-k off: p is
+used as given). Summed with the draft law q̂(d) = q(d)/Σq, Σ_d q̂(d)·count_j(d) must lie within
+Σ_d q̂(d)·allowed_j(d) of N·L_j, L = ``oracle.speculative.first_token_law`` = p_0 (up to p_0's
+float32 rounding, reported as ``law_vs_p``). No statistics: a correct sampler passes for certain.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from oracle import speculative as spec
+from properties import PropertyFailure
+from properties.numerics import U32, gamma
+from properties.stratified import cdf_error, grid
+from properties.speculative.strategies import SpecCase
+
+FIGURES: list[dict] = []
+"""One row per exactness example judged (for the report / the test's summary)."""
+
+
+def fail(prop: str, case: SpecCase, why: str) -> None:
+    raise PropertyFailure(f"WHY  {prop}[rejection_sample]: {why}\nCASE {case!r}")
+
+
+def filtered(case: SpecCase) -> np.ndarray:
+    """The target after its own top-k, float64 (the row as given where top-k is off)."""
+    return np.stack([spec.target_top_k(row, case.top_k) for row in case.p.astype(np.float64)])
+
+
+def eps_p(case: SpecCase, pf: np.ndarray) -> float:
+    if case.top_k <= 0 or case.top_k >= case.vocab:
+        return 0.0
+    return 2 * U32 + gamma(int(np.count_nonzero(pf)), U32)
+
+
+def call(impl, case: SpecCase, d: np.ndarray, a: np.ndarray, r: np.ndarray, batch: int | None = None):
+    """The impl on ``batch`` copies of the case (broadcast views: no copy) -> (tokens, n_emitted)."""
+    b = batch or d.shape[0]
+    p = np.broadcast_to(case.p[None], (b, *case.p.shape))
+    q = np.broadcast_to(case.q[None], (b, *case.q.shape))
+    tokens, n = impl("rejection_sample", p, q, d, a, r, case.top_k)
+    tokens, n = np.asarray(tokens), np.asarray(n)
+    if tokens.shape != (b, case.k + 1) or n.shape != (b,) or not np.issubdtype(tokens.dtype, np.integer):
+        fail("shape", case, f"returned {tokens.dtype} tokens {tokens.shape} and n_emitted {n.shape}, "
+                            f"expected integers ({b}, {case.k + 1}) and ({b},)")
+    pos = np.arange(case.k + 1)[None]
+    if ((n < 1) | (n > case.k + 1)).any() or ((tokens >= 0) != (pos < n[:, None])).any() or (tokens >= case.vocab).any():
+        fail("padding", case, "tokens must be ids in [0, V) for the n_emitted positions, then -1")
+    return tokens, n
+
+
+def _kappa(w: np.ndarray, pf: np.ndarray, ep: float) -> float:
+    s = w.sum()
+    h = (ep * pf.sum() + U32 * s) / s
+    return cdf_error(int(np.count_nonzero(w)), "blocked", h) if h < 0.5 else 1.0
+
+
+def check_first_token_exact(impl, case: SpecCase, n_a: int | None = None, n_r: int | None = None) -> None:
+    """The law of the first emitted token is p_0 (the module docstring's bound)."""
+    n_a = n_a or (16 if case.vocab > 2048 else 32)
+    n_r = n_r or (64 if case.vocab > 2048 else 128)
+    pf = filtered(case)
+    p0, q0, v = pf[0], case.q[0].astype(np.float64), case.vocab
+    ep = eps_p(case, pf[0])
+    n = n_a * n_r
+    a = np.repeat(grid(n_a), n_r)[:, None]
+    r = np.stack([np.tile(grid(n_r), n_a), np.full(n, 0.5)], axis=1) if case.k == 1 else None
+    if case.k != 1:
+        raise ValueError("the exactness grid takes K = 1 cases")
+    qh = q0 / q0.sum()
+    got, want, allowed, stray = np.zeros(v), np.zeros(v), np.zeros(v), 0
+    for d in np.flatnonzero(qh > 0):
+        tokens, _ = call(impl, case, np.full((n, 1), d), a, r)
+        counts = np.bincount(tokens[:, 0], minlength=v)
+        alpha = spec.accept_prob(p0[d], q0[d])
+        d_alpha = alpha * ((1 + ep) * (1 + U32) ** 2 - 1)
+        w = spec.residual(p0, q0)
+        res = w / w.sum()
+        e = 0.5 + n_a * d_alpha
+        n_rej = min(n_a, n_a * (1 - alpha) + e) if alpha < 1 or d_alpha > 0 else 0.0
+        kappa = _kappa(w, p0, ep)
+        onehot = np.zeros(v)
+        onehot[d] = 1
+        allow_d = n_r * e * (onehot + res) + n_rej * (1 + 2 * n_r * kappa)
+        got += qh[d] * counts
+        want += qh[d] * n * spec.first_token_law_given(p0, q0, int(d))
+        allowed += qh[d] * np.where(p0 > 0, allow_d, 0.0)
+        stray += int(counts[p0 == 0].sum())
+    dev = np.abs(got - want)
+    j = int(np.argmax(np.where(allowed > 0, dev / np.where(allowed > 0, allowed, 1), np.where(dev > 0, np.inf, -1.0))))
+    law = spec.first_token_law(p0, q0)
+    FIGURES.append({"case": f"{case.family} V={v} top_k={case.top_k} drafts={int((qh > 0).sum())}", "N": n,
+                    "worst_token": j, "count": round(float(got[j]), 3), "N_p": round(float(n * p0[j] / p0.sum()), 3),
+                    "N_law": round(float(want[j]), 3), "allowed": round(float(allowed[j]), 3),
+                    "max_dev_over_allowed": round(float(np.max(dev / np.maximum(allowed, 1e-300))), 4),
+                    "law_vs_p": float(np.abs(law - p0 / p0.sum()).max())})
+    if stray:
+        fail("first_token_exact", case, f"{stray} grid draws of tokens the target excludes (p = 0)")
+    if dev[j] > allowed[j]:
+        fail("first_token_exact", case, f"token {j}: q-weighted count {got[j]:.3f} on the {n_a}x{n_r} grid, "
+                                        f"N·p = {want[j]:.3f}, allowed ± {allowed[j]:.3f}")
+
+
+def legal_draws(w: np.ndarray, r: float, kappa: float) -> np.ndarray:
+    """Tokens an inverse CDF of ``w`` may return for uniform r within κ of the exact CDF points."""
+    cum = np.cumsum(w) / w.sum()
+    lo = cum - w / w.sum()
+    return (w > 0) & (lo - kappa <= r) & (r < cum + kappa)
+
+
+def _uniforms(case: SpecCase, b: int) -> tuple[np.ndarray, np.ndarray, np.random.Generator]:
+    rng = np.random.default_rng(case.seed)
+    a, r = rng.random((b, case.k)), rng.random((b, case.k + 1))
+    a[0], r[0] = 0.0, 0.0  # the edges
+    r[-1] = 1 - 2.0**-24
+    return a, r, rng
+
+
+def _drafts(case: SpecCase, pf: np.ndarray, rng: np.random.Generator, b: int, bad: bool) -> np.ndarray:
+    """Drafts from q (``bad``: half of them on tokens the filtered target excludes, where q > 0)."""
+    d = np.stack([rng.choice(case.vocab, size=b, p=row / row.sum()) for row in case.q.astype(np.float64)], axis=1)
+    if bad:
+        for i in range(case.k):
+            out = np.flatnonzero((pf[i] == 0) & (case.q[i] > 0))
+            if out.size:
+                d[::2, i] = rng.choice(out, size=d[::2, i].shape)
+    return d
+
+
+def check_matches_oracle(impl, case: SpecCase, batch: int = 32) -> None:
+    """Every row is the oracle's, up to decisions within float32 reach of a threshold (the first
+    such legal divergence ends that row's comparison); no emitted token has filtered p = 0."""
+    pf = filtered(case)
+    a, r, rng = _uniforms(case, batch)
+    d = _drafts(case, pf, rng, batch, bad=True)
+    tokens, n = call(impl, case, d, a, r)
+    ep = eps_p(case, pf[0])
+    for b in range(batch):
+        emitted = tokens[b, :n[b]]
+        for i, t in enumerate(emitted):
+            if pf[i, t] <= 0:
+                fail("never_excluded", case, f"row {b} emitted token {t} at position {i}, where the target has p = 0")
+        for i in range(case.k + 1):
+            if i == case.k:
+                w, kap = pf[i], _kappa(pf[i], pf[i], ep)
+            else:
+                di, pi, qi = int(d[b, i]), pf[i, d[b, i]], float(case.q[i, d[b, i]])
+                near = abs(a[b, i] * qi - pi) <= 4 * (ep + 2 * U32) * max(pi, a[b, i] * qi)
+                accept = a[b, i] * qi < pi
+                if near:
+                    break  # either decision is legal here
+                if accept:
+                    if n[b] <= i + 1 or tokens[b, i] != di:
+                        fail("matches_oracle", case, f"row {b}: draft {di} at position {i} must be accepted "
+                                                     f"(a·q = {a[b, i] * qi:.6g} < p = {pi:.6g})")
+                    continue
+                w = spec.residual(pf[i], case.q[i])
+                kap = _kappa(w, pf[i], ep)
+            if n[b] != i + 1:
+                fail("matches_oracle", case, f"row {b}: must stop at position {i}, emitted {n[b]} tokens")
+            if not legal_draws(w, r[b, i], kap)[tokens[b, i]]:
+                fail("matches_oracle", case, f"row {b}: position {i} drew {tokens[b, i]} for r = {r[b, i]:.9g}; "
+                                             f"the oracle draws {spec.inverse_cdf(w, r[b, i])}")
+            break
+
+
+def check_all_accepted(impl, case: SpecCase, batch: int = 16) -> None:
+    """q = p (the target given already filtered, top-k off): every draft is accepted (a·p < p for
+    a < 1), the bonus comes from p_K with r_K."""
+    pf = filtered(case).astype(np.float32)
+    same = SpecCase(case.family, pf, pf[:case.k].copy(), 0, case.seed)
+    a, r, rng = _uniforms(same, batch)
+    d = _drafts(same, pf, rng, batch, bad=False)
+    tokens, n = call(impl, same, d, a, r)
+    for b in range(batch):
+        if n[b] != case.k + 1 or (tokens[b, :case.k] != d[b]).any():
+            fail("all_accepted", same, f"row {b}: q = p, drafts {d[b].tolist()} (a = {a[b].tolist()}) gave {tokens[b].tolist()}")
+        w = pf[case.k].astype(np.float64)
+        if not legal_draws(w, r[b, -1], _kappa(w, w, 0.0))[tokens[b, -1]]:
+            fail("all_accepted", same, f"row {b}: bonus {tokens[b, -1]} for r = {r[b, -1]:.9g}, "
+                                       f"the oracle draws {spec.inverse_cdf(w, r[b, -1])}")
+
+
+def check_all_rejected(impl, case: SpecCase, batch: int = 16) -> None:
+    """Drafts the target excludes (p = 0, q > 0), or with a >= p/q: position 0 rejects, and the
+    one token emitted comes from the residual max(0, p_0 - q_0) with r_0."""
+    pf = filtered(case)
+    a, r, rng = _uniforms(case, batch)
+    d = _drafts(case, pf, rng, batch, bad=False)
+    ratio = np.array([spec.accept_prob(pf[0, x], float(case.q[0, x])) for x in d[:, 0]])
+    out = np.flatnonzero((pf[0] == 0) & (case.q[0] > 0))
+    if out.size:
+        d[::2, 0] = rng.choice(out, size=d[::2, 0].shape)
+        ratio[::2] = 0.0
+    rows = np.flatnonzero(ratio < 0.999)
+    if rows.size == 0:  # no draft can be rejected (p >= q on q's support, p > 0 everywhere)
+        return check_matches_oracle(impl, case, batch=4)
+    a[:, 0] = np.minimum(ratio + (1 - ratio) * rng.random(batch) + 2.0**-16, 1 - 2.0**-24)
+    tokens, n = call(impl, case, d[rows], a[rows], r[rows])
+    ep = eps_p(case, pf[0])
+    w = spec.residual(pf[0], case.q[0])
+    legal_all = w > 0
+    for i, b in enumerate(rows):
+        if n[i] != 1 or not legal_all[tokens[i, 0]]:
+            fail("all_rejected", case, f"row {b}: draft {d[b, 0]} with a = {a[b, 0]:.6g} >= p/q = {ratio[b]:.6g} "
+                                       f"gave {tokens[i].tolist()}; it must stop with one residual token")
+        if not legal_draws(w, r[b, 0], _kappa(w, pf[0], ep))[tokens[i, 0]]:
+            fail("all_rejected", case, f"row {b}: residual token {tokens[i, 0]} for r = {r[b, 0]:.9g}, "
+                                       f"the oracle draws {spec.inverse_cdf(w, r[b, 0])}")
+
+
+def check_tie_at_cut(impl, case: SpecCase, batch: int = 32) -> None:
+    """The target's top-k with a tie at the cut: a tied token outside the kept set (the higher
+    ids) has p = 0; drafted, it is rejected even at a = 0, and no position ever emits it."""
+    pf = filtered(case)
+    dropped = np.flatnonzero((case.p[0] > 0) & (pf[0] == 0))
+    if case.top_k <= 0 or dropped.size == 0:  # no tie at a cut in this case
+        return check_matches_oracle(impl, case, batch=4)
+    a, r, rng = _uniforms(case, batch)
+    d = _drafts(case, pf, rng, batch, bad=False)
+    d[:, 0] = rng.choice(dropped, size=batch)
+    tokens, n = call(impl, case, d, a, r)
+    for b in range(batch):
+        if n[b] != 1 or pf[0, tokens[b, 0]] == 0:
+            fail("tie_at_cut", case, f"row {b}: draft {d[b, 0]} (tied at the top-{case.top_k} cut, dropped) with "
+                                     f"a = {a[b, 0]:.6g} gave {tokens[b].tolist()}; it must be rejected and a kept token emitted")

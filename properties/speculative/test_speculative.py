@@ -1,0 +1,82 @@
+"""rejection_sample judged: the first emitted token's law is p_0 exactly (stratified grid),
+impl ≡ oracle up to float32 threshold reach, all-accepted, all-rejected, ties at the top-k cut;
+and the oracle itself against a direct computation."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings, strategies as st
+
+from oracle import speculative as spec
+from properties import recording
+from properties.plugin import covered
+from properties.speculative import PROPERTIES, checks
+from properties.stratified import grid
+
+_STRATEGIES = {p.name: p.draw() for p in PROPERTIES}
+
+
+@pytest.mark.parametrize("prop", PROPERTIES, ids=str)
+def test_rejection_sample(impl, prop):
+    @settings(max_examples=min(settings().max_examples, prop.max_examples or 10**9), deadline=None)
+    @given(case=_STRATEGIES[prop.name])
+    def run(case):
+        with covered():
+            prop.body(impl, case)
+
+    for corner in prop.corners():
+        run = example(case=corner)(run)
+
+    run()
+    if prop.name == "first_token_exact" and checks.FIGURES:
+        recording.table("speculative_exactness", list(checks.FIGURES))
+
+
+# --- the oracle judged ---------------------------------------------------------------------
+
+def _law_rows(n_v: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    p, q = rng.random(n_v) * (rng.random(n_v) < 0.7), rng.random(n_v) * (rng.random(n_v) < 0.7)
+    p[rng.integers(n_v)] += 0.5
+    q[rng.integers(n_v)] += 0.5
+    return p / p.sum(), q / q.sum()
+
+
+@settings(deadline=None)
+@given(st.integers(1, 300), st.integers(0, 2**32 - 1))
+def test_oracle_first_token_law_is_p(n_v, seed):
+    """min(p, q) + (1 - Σmin)·(p - q)⁺/Σ(p - q)⁺ = p: the law of the first token is the target's."""
+    p, q = _law_rows(n_v, seed)
+    np.testing.assert_allclose(spec.first_token_law(p, q), p, rtol=0, atol=1e-12)
+
+
+@settings(deadline=None, max_examples=10)
+@given(st.integers(2, 12), st.integers(0, 2**32 - 1))
+def test_oracle_sampler_on_the_grid(n_v, seed):
+    """The oracle's sampler itself, driven by the (a, r) product grid for each draft, reproduces
+    first_token_law_given within the grid's discreteness (κ = 0: float64 only)."""
+    p, q = _law_rows(n_v, seed)
+    n_a, n_r = 16, 32
+    pk = np.stack([p, p])
+    for d in np.flatnonzero(q > 0):
+        counts = np.zeros(n_v)
+        for a in grid(n_a):
+            for r in grid(n_r):
+                counts[spec.rejection_sample(pk, q[None], [d], [a], [r, 0.5])[0]] += 1
+        alpha = spec.accept_prob(p[d], q[d])
+        res = spec.residual(p, q) / spec.residual(p, q).sum()
+        onehot = np.eye(n_v)[d]
+        allowed = n_r * 0.5 * (onehot + res) + min(n_a, n_a * (1 - alpha) + 0.5) + 1e-9
+        want = n_a * n_r * spec.first_token_law_given(p, q, int(d))
+        assert (np.abs(counts - want) <= allowed).all() and counts[p == 0].sum() == 0
+
+
+def test_oracle_named_cases():
+    # the boundary-tie shape: [0.4, 0.3, 0.3, 0] with k = 2 keeps exactly two tokens (lower id)
+    np.testing.assert_allclose(spec.target_top_k(np.array([0.4, 0.3, 0.3, 0.0]), 2), [4 / 7, 3 / 7, 0, 0])
+    p = np.array([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]])
+    assert spec.rejection_sample(p, np.array([[0.0, 0.0, 1.0]]), [2], [0.0], [0.75, 0.3]) == [1]  # p(d) = 0
+    assert spec.rejection_sample(p, np.array([[0.0, 0.0, 1.0]]), [0], [0.99], [0.1, 0.3]) == [0, 2]  # q(d) = 0 < p
+    assert spec.llama_cpp_greedy_match([3, 4, 5], [3, 4]) == [3, 4, 5]
+    assert spec.llama_cpp_greedy_match([3, 7, 5], [3, 4]) == [3, 7]
+    assert spec.llama_cpp_greedy_match([9, 4, 5], [3, 4]) == [9]
