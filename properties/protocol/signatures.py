@@ -18,7 +18,9 @@ MODULES = {"": "gpu_impl", "ops": "gpu_impl.ops", "quants": "gpu_impl.quants", "
 IN_PROCESS_ONLY = frozenset({"ops.KVCache", "ops.attention_decode", "ops.attention_step"})
 """Functions that take or return a live object (a KV cache): judged in process only."""
 
-SELECTORS = frozenset({"greedy", "dist", "engines.llama_cpp_chain_dist", "engines.vllm_sample", "engines.mistralrs_sample", "engines.candle_sample"})
+SELECTORS = frozenset({"greedy", "dist", "engines.llama_cpp_chain_dist", "engines.vllm_sample", "engines.vllm_sample_seeded", "engines.mistralrs_sample", "engines.candle_sample"})
+LOGPROBS = {"engines.logprobs_top_n": "(i64[batch, n] token ids, f32[batch, n] logprobs)",
+            "engines.logprobs_of": "f32[batch] logprobs"}
 SHAPE_OF_FIRST = frozenset({"ops.softmax", "ops.log_softmax", "ops.rms_norm", "ops.layer_norm", "ops.rope",
                             "ops.gelu", "ops.silu", "ops.softcap"})
 
@@ -42,6 +44,8 @@ def _returns(qualified: str) -> str:
         return "(i64[batch] token ids, f32[batch] mu)"
     if qualified == "rejection_sample":
         return "(i64[batch, K+1] emitted tokens, -1 after the stop; i64[batch] how many)"
+    if qualified in LOGPROBS:
+        return LOGPROBS[qualified]
     if "." not in qualified or qualified.startswith("engines.") and qualified not in SELECTORS:
         return "f32 like logits (-inf = dropped)" if qualified != "engines.mistralrs_weights" else "f32 weights like logits"
     if qualified in SHAPE_OF_FIRST:
@@ -89,6 +93,12 @@ def check_results(qualified: str, args: dict[str, Any], results: list[Any]) -> s
         d = np.shape(args.get("draft_tokens", ()))
         b, k = (d[0], d[1]) if len(d) == 2 else (None, None)
         want = [("int", (b, k + 1) if b is not None else None), ("int", (b,) if b is not None else None)]
+    elif qualified == "engines.logprobs_top_n":
+        n = args.get("n")
+        bn = (shape[0], int(np.asarray(n))) if shape and n is not None and np.ndim(n) == 0 else None
+        want = [("int", bn), ("float", bn)]
+    elif qualified == "engines.logprobs_of":
+        want = [("float", shape[:1] if shape else None)]
     elif qualified in SELECTORS:
         want = [("int", shape[:1] if shape else None)]
     elif qualified == "mirostat_v2":

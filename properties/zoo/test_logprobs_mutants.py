@@ -1,0 +1,113 @@
+"""Logprob mutants hunted by the one runner with the logprob room's table
+(``properties.engines.logprobs_checks.PROPERTIES``); each kill is replayed on gpu_impl, which must
+pass it.
+
+- ``logprob_zero``: every logprob 0.0 (llama.cpp #27972: llama-server with speculative decoding);
+- ``raw_for_processed``: the logprobs read the logits the chain received, not the ones it produced
+  (vLLM #9453: logprobs moved with the sampling parameters' raw/processed confusion);
+- ``tile_duplicates``: a tiled top-n (per-tile argmax with -inf removal, then a merge) that
+  repeats a tile's first id once the tile is all -inf (vLLM RFC #42259).
+"""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from properties import recording
+from properties.engines.logprobs_checks import PROPERTIES
+from properties.zoo.runner import Domain, Mutant, Property, control, default_budget, hunt, replaced
+
+
+def _module(base: types.ModuleType, name: str, **fns) -> types.ModuleType:
+    mod = types.ModuleType(f"{base.__name__}[{name}]")
+    mod.__dict__.update({k: getattr(base, k) for k in base.__all__})
+    mod.__dict__.update(fns)
+    mod.__all__ = list(base.__all__)
+    return mod
+
+
+def _zero(base):
+    def top_n(logits, n):
+        ids, lps = base.logprobs_top_n(logits, n)
+        return ids, np.zeros_like(lps)
+    return _module(base, "logprob_zero", logprobs_top_n=top_n,
+                   logprobs_of=lambda logits, ids: np.zeros_like(base.logprobs_of(logits, ids)))
+
+
+def _raw_for_processed(base):
+    seen: dict[bytes, np.ndarray] = {}
+
+    def chained(name):
+        def f(logits, *args):
+            out = getattr(base, name)(logits, *args)
+            seen[np.asarray(out, dtype=np.float32).tobytes()] = np.asarray(logits, dtype=np.float32).copy()
+            return out
+        return f
+
+    def raw(logits):
+        return seen.get(np.asarray(logits, dtype=np.float32).tobytes(), logits)
+
+    return _module(base, "raw_for_processed", vllm_chain=chained("vllm_chain"), hf_chain=chained("hf_chain"),
+                   llama_cpp_chain=chained("llama_cpp_chain"),
+                   logprobs_of=lambda logits, ids: base.logprobs_of(raw(logits), ids),
+                   logprobs_top_n=lambda logits, n: base.logprobs_top_n(raw(logits), n))
+
+
+def _tile_duplicates(base, tile: int = 256):
+    def top_n(logits, n):
+        x = np.asarray(logits, dtype=np.float32)
+        B, V = x.shape
+        all_ids, all_lps = base.logprobs_top_n(x, V)
+        lp = np.empty_like(x)
+        np.put_along_axis(lp, all_ids, all_lps, axis=1)
+        w = tile if V > tile else max(1, V // 4)
+        ids = np.empty((B, n), dtype=np.int64)
+        for b in range(B):
+            cand = []
+            for t0 in range(0, V, w):
+                work = lp[b, t0:t0 + w].copy()
+                for _ in range(min(n, work.size)):
+                    j = int(np.argmax(work))  # all -inf: the tile's first id, again and again
+                    cand.append(t0 + j)
+                    work[j] = -np.inf
+            cand = np.asarray(cand)
+            order = np.lexsort((cand, -lp[b, cand]))
+            ids[b] = cand[order][:n]
+        return ids, np.take_along_axis(lp, ids, axis=1)
+    return _module(base, "tile_duplicates", logprobs_top_n=top_n)
+
+
+MUTANTS = (
+    Mutant("logprob_zero", "every logprob 0.0 (llama.cpp #27972)", frozenset({"logprobs_top_n", "logprobs_of"}),
+           replaced(_zero)),
+    Mutant("raw_for_processed", "raw logprobs where processed were asked (vLLM #9453)",
+           frozenset({"logprobs_top_n", "logprobs_of", "vllm_chain", "hf_chain", "llama_cpp_chain"}),
+           replaced(_raw_for_processed)),
+    Mutant("tile_duplicates", "duplicate ids from all -inf tiles (vLLM RFC #42259)", frozenset({"logprobs_top_n"}),
+           replaced(_tile_duplicates)),
+)
+EXPECTED_KILLER = {"logprob_zero": ("top_n", "logprob_of"), "raw_for_processed": ("processed_vs_raw",),
+                   "tile_duplicates": ("top_n",)}
+DOMAIN = Domain(
+    "logprobs", "gpu_impl.engines",
+    lambda: [Property(p.name, p.uses, lambda _p=p, **kw: _p.draw(), p.body, p.max_examples) for p in PROPERTIES],
+    MUTANTS)
+_KILLS: dict[str, dict] = {}
+
+
+@pytest.mark.parametrize("mutant", DOMAIN.mutants, ids=str)
+def test_logprobs_mutant_is_killed(backend, mutant):
+    found = hunt(mutant, DOMAIN, default_budget(), backend)
+    replays = control(found, DOMAIN, backend)
+    kill = found.first_kill
+    _KILLS[mutant.name] = {"mutant": mutant.name, "size": mutant.description, "killed": kill is not None,
+                           "killed_by": kill.property if kill else None,
+                           "examples_to_kill": kill.examples_to_kill if kill else None,
+                           "why": kill.why.splitlines()[0][:300] if kill else ""}
+    recording.table("calibration_logprobs", list(_KILLS.values()))
+    print(_KILLS[mutant.name])
+    assert kill is not None, f"{mutant.name} survived every logprob property"
+    assert kill.property in EXPECTED_KILLER[mutant.name], f"{mutant.name} killed by {kill.property}: {kill.why[:300]}"
+    assert not any(r.killed for r in replays), f"the kill of {mutant.name} also fails gpu_impl: {replays[0].why[:300]}"
