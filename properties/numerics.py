@@ -38,6 +38,16 @@ only strict sees say so. An implementation may claim parts of strict for itself
 (``LOGITCHECK_CLAIMS`` in its module: "overflow_safe", "refuses_bad_input") and is then held
 to them under the default contract too.
 
+Batch invariance. ``BATCH_INVARIANT`` (``--contract batch_invariant``) is the default contract's
+arithmetic plus bitwise batch invariance for every op: a row's result may not depend on how many
+rows share its batch nor on their order (an engine whose kernel picks its reduction blocks from
+the number of tokens gives each row a different rounding per batch size: numerically correct,
+and not reproducible across batches). An implementation claims it op by op in its ops module's
+``LOGITCHECK_CLAIMS``, as "batch_invariant:<function>" (e.g. "batch_invariant:rms_norm"; a bare
+"batch_invariant" claims every op), and is then held to it for those ops under any contract;
+for the rest the suite records whether they were batch invariant (``Contract.batch_invariant_for``).
+The samplers are held to bitwise batch invariance under every contract.
+
 Sums of non-negative terms (softmax normalisers, masses, sums of squares) get a sharper
 order-free bound from the terms themselves (``sum_bound``; derivation in its docstring): tight
 for peaked rows, where the worst case γ_{n-1}·S is millions of times too loose.
@@ -177,6 +187,11 @@ class Contract:
     """NaN / +inf logits, wrong dtypes and empty rows must raise ValueError."""
     exp: tuple[ExpForm, ...] = EXP_FORMS
     """Formulations of e^d accepted (default: fast-math intrinsics too; strict: accurate ones)."""
+    batch_invariant: bool = False
+    """Every op's rows must be bitwise equal whatever the batch size and row order."""
+    batch_invariant_ops: frozenset[str] = frozenset()
+    """Ops (implementation function names) held to batch invariance by the implementation's own
+    claim ("batch_invariant:<function>")."""
 
     def exp_u(self, d: Any) -> Any:
         """The worst accepted exp's relative error at argument d, in u (elementwise)."""
@@ -196,30 +211,46 @@ class Contract:
         """A dot product of k terms: k rounded products reduced in an accepted order."""
         return self.depth(k) + 1
 
+    def batch_invariant_for(self, op: str) -> bool:
+        """Whether op ``op`` (an implementation function name) must be bitwise batch invariant."""
+        return self.batch_invariant or op in self.batch_invariant_ops
+
     def with_claims(self, claims: frozenset[str] | tuple[str, ...]) -> "Contract":
-        """This contract, also holding an implementation to what it claims."""
-        extra = {c: True for c in claims if c in ("overflow_safe", "refuses_bad_input")}
+        """This contract, also holding an implementation to what it claims: "overflow_safe",
+        "refuses_bad_input", "batch_invariant" (every op) and "batch_invariant:<function>"."""
+        extra: dict[str, Any] = {c: True for c in claims if c in ("overflow_safe", "refuses_bad_input", BATCH_CLAIM)}
+        ops = frozenset(c[len(BATCH_CLAIM) + 1:] for c in claims if c.startswith(BATCH_CLAIM + ":"))
+        if ops - self.batch_invariant_ops:
+            extra["batch_invariant_ops"] = self.batch_invariant_ops | ops
         return replace(self, **extra) if extra else self
+
+
+BATCH_CLAIM = "batch_invariant"
 
 
 DEFAULT = Contract("default", ALL_ORDERS, (BLOCKED, PAIRWISE, COMPENSATED, WIDE), False, False, EXP_FORMS)
 STRICT = Contract("strict", TREE_ORDERS, TREE_ORDERS, True, True, (EXPF,))
-CONTRACTS = {c.name: c for c in (DEFAULT, STRICT)}
+BATCH_INVARIANT = replace(DEFAULT, name="batch_invariant", batch_invariant=True)
+CONTRACTS = {c.name: c for c in (DEFAULT, STRICT, BATCH_INVARIANT)}
 _ACTIVE = [DEFAULT]
 
 
 def use_contract(name: str) -> Contract:
-    """Make ``name`` ("default" or "strict") the contract every check judges by (``--contract``)."""
+    """Make ``name`` ("default", "strict" or "batch_invariant") the contract every check judges by (``--contract``)."""
     if name not in CONTRACTS:
         raise ValueError(f"unknown contract {name!r}; known: {', '.join(CONTRACTS)}")
     _ACTIVE[0] = CONTRACTS[name]
     return _ACTIVE[0]
 
 
+def claims(impl: Any = None) -> tuple[str, ...]:
+    """What ``impl`` (an ``Impl`` or a module) claims beyond the default contract (``LOGITCHECK_CLAIMS``)."""
+    return tuple(getattr(getattr(impl, "module", impl), "LOGITCHECK_CLAIMS", ()) if impl is not None else ())
+
+
 def contract(impl: Any = None) -> Contract:
     """The active contract, with the claims of ``impl`` (an ``Impl`` or a module) added."""
-    claims = getattr(getattr(impl, "module", impl), "LOGITCHECK_CLAIMS", ()) if impl is not None else ()
-    return _ACTIVE[0].with_claims(tuple(claims))
+    return _ACTIVE[0].with_claims(claims(impl))
 
 
 def active_contract() -> Contract:

@@ -31,7 +31,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="with --judged-only: only these areas (repeatable)")
     group.addoption("--contract", choices=tuple(numerics.CONTRACTS), default=os.environ.get("LOGITCHECK_CONTRACT", "default"),
                     help="default: accept every correct summation order, judge inputs inside each op's domain, "
-                         "grade bad-input refusal; strict: tree-order error, overflow safety, refusal demanded")
+                         "grade bad-input refusal; strict: tree-order error, overflow safety, refusal demanded; "
+                         "batch_invariant: default plus bitwise-equal op rows for any batch size and row order")
 
 
 IMPL_FIXTURES = frozenset({"impl", "oimpl", "qimpl"})

@@ -23,7 +23,9 @@ def add_parser(sub: Any) -> None:
                    help="only this area (repeatable; default: every area that takes the implementation)")
     j.add_argument("--profile", default="ci", help="hypothesis profile (dev, ci, nightly; default ci)")
     j.add_argument("--seed", type=int, default=0)
-    j.add_argument("--contract", choices=("default", "strict"), default="default")
+    j.add_argument("--contract", choices=("default", "strict", "batch_invariant"), default="default",
+                   help="default: every correct engine; strict: tree-order sums, expf accuracy, refusals; "
+                        "batch_invariant: default plus bitwise-equal rows whatever the batch")
     j.add_argument("-n", "--workers", default=None, help="pytest-xdist workers (default: one per core if installed)")
     j.add_argument("-k", default=None, help="pytest -k expression, to narrow further")
     j.add_argument("--results", default=None, help="also write results.json here")
