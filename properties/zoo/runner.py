@@ -77,6 +77,42 @@ def replaced(build: Callable[[ModuleType], ModuleType]) -> Callable[[ModuleType]
     return lambda base: contextlib.nullcontext(build(base))
 
 
+def swapped(base: ModuleType, label: str, **functions: Callable) -> ModuleType:
+    """A new module with ``base``'s public API (``__all__``) and ``functions`` in place of theirs."""
+    mod = ModuleType(f"{base.__name__}[{label}]")
+    mod.__dict__.update({k: getattr(base, k) for k in base.__all__})
+    mod.__dict__.update(functions)
+    mod.__all__ = list(base.__all__)
+    return mod
+
+
+def hunt_and_replay(mutant: "Mutant", domain: "Domain", backend: str, table: str, rows: dict[str, dict]
+                    ) -> "Result":
+    """Hunt ``mutant`` to its first kill with the profile's budget, record its row in ``table``
+    (``rows`` keeps a zoo's rows across its tests), and replay the kill on the unmutated module:
+    the kill (a Result), asserting it exists and that the unmutated module passes it."""
+    found = hunt(mutant, domain, default_budget(), backend)
+    replays = control(found, domain, backend)
+    rows[mutant.name] = kill_record(mutant, found)
+    from properties import recording
+
+    recording.table(table, list(rows.values()))
+    kill = found.first_kill
+    assert kill is not None, f"{mutant.name} survived every {domain.name} property"
+    assert not any(r.killed for r in replays), f"the kill of {mutant.name} also fails the unmutated module: " \
+                                               f"{replays[0].why[:300]}"
+    return kill
+
+
+def kill_record(mutant: "Mutant", found: "Hunt") -> dict[str, Any]:
+    """One row of a zoo's kill table: which property killed the mutant, after how many examples."""
+    kill = found.first_kill
+    return {"mutant": mutant.name, "size": mutant.description, "killed": kill is not None,
+            "killed_by": kill.property if kill else None,
+            "examples_to_kill": sum(r.ran for r in found.results) if kill else None,
+            "why": kill.why.splitlines()[0][:300] if kill else ""}
+
+
 @dataclass(frozen=True)
 class Domain:
     name: str

@@ -15,17 +15,12 @@ import types
 import numpy as np
 import pytest
 
-from properties import recording
 from properties.engines.logprobs_checks import PROPERTIES
-from properties.zoo.runner import Domain, Mutant, Property, control, default_budget, hunt, replaced
+from properties.zoo.runner import Domain, Mutant, Property, hunt_and_replay, replaced, swapped
 
 
 def _module(base: types.ModuleType, name: str, **fns) -> types.ModuleType:
-    mod = types.ModuleType(f"{base.__name__}[{name}]")
-    mod.__dict__.update({k: getattr(base, k) for k in base.__all__})
-    mod.__dict__.update(fns)
-    mod.__all__ = list(base.__all__)
-    return mod
+    return swapped(base, name, **fns)
 
 
 def _zero(base):
@@ -99,15 +94,5 @@ _KILLS: dict[str, dict] = {}
 
 @pytest.mark.parametrize("mutant", DOMAIN.mutants, ids=str)
 def test_logprobs_mutant_is_killed(backend, mutant):
-    found = hunt(mutant, DOMAIN, default_budget(), backend)
-    replays = control(found, DOMAIN, backend)
-    kill = found.first_kill
-    _KILLS[mutant.name] = {"mutant": mutant.name, "size": mutant.description, "killed": kill is not None,
-                           "killed_by": kill.property if kill else None,
-                           "examples_to_kill": kill.examples_to_kill if kill else None,
-                           "why": kill.why.splitlines()[0][:300] if kill else ""}
-    recording.table("calibration_logprobs", list(_KILLS.values()))
-    print(_KILLS[mutant.name])
-    assert kill is not None, f"{mutant.name} survived every logprob property"
+    kill = hunt_and_replay(mutant, DOMAIN, backend, "calibration_logprobs", _KILLS)
     assert kill.property in EXPECTED_KILLER[mutant.name], f"{mutant.name} killed by {kill.property}: {kill.why[:300]}"
-    assert not any(r.killed for r in replays), f"the kill of {mutant.name} also fails gpu_impl: {replays[0].why[:300]}"

@@ -17,7 +17,7 @@ from typing import Callable
 
 from properties.zoo.near_threshold import op_bugs as ob
 from properties.zoo.near_threshold import sampler_bugs as sb
-from properties.zoo.runner import Mutant, replaced
+from properties.zoo.runner import Mutant, replaced, swapped
 
 
 @dataclass(frozen=True)
@@ -93,11 +93,7 @@ def _as_mutant(m: NearMutant) -> Mutant:
     """The runner's view: the domain's module with the one function swapped (whole vocabulary
     range: several of these bugs need large rows to show)."""
     def build(base: types.ModuleType) -> types.ModuleType:
-        mod = types.ModuleType(f"{base.__name__}[{m.name}]")
-        mod.__dict__.update({k: getattr(base, k) for k in base.__all__})
-        mod.__dict__[m.replaces] = m.build(base)
-        mod.__all__ = list(base.__all__)
-        return mod
+        return swapped(base, m.name, **{m.replaces: m.build(base)})
     return Mutant(m.name, m.size, frozenset({m.replaces}), replaced(build),
                   {"min_vocab": 1, "max_vocab": 262144} if m.domain == S else {})
 
