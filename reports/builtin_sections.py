@@ -32,6 +32,17 @@ TITLES = {  # titles and one-line explanations for tables drawn generically
                           "boundary_bracketed: a threshold landed within the float32 rounding bracket; "
                           "max_prob_diff: largest probability difference; worst_u: largest error of a logit "
                           "transform, in units of u."),
+    "speculative_exactness": ("Speculative sampling: the first token's law on the grid",
+                              "Weighted counts of each checked token over the grid of acceptance and residual "
+                              "uniforms, against N·p and the allowed deviation."),
+    "calibration_speculative": ("Speculative sampling mutants: kills", ""),
+    "calibration_logprobs": ("Logprob mutants: kills", ""),
+    "llama_cpp_post_sampling_logprobs": ("llama.cpp post-sampling probabilities vs the oracle's llama.cpp-server "
+                                         "logprobs", ""),
+    "batch_invariance": ("Batch invariance per op",
+                         "Whether each op's rows came out bitwise equal for every batch size and row order drawn "
+                         "(observed), whether the implementation claims it, and whether the run's contract "
+                         "demanded it."),
 }
 
 
@@ -58,6 +69,25 @@ def _order(ctx: Context) -> str:
          tables=("distribution_gof", "split_same_seed_tokens", "handoff_divergence_*"))
 def _sampler_tables(ctx: Context) -> str:
     return "".join(titled(n, ctx.tables[n]) for n in tables_matching(ctx, "sampler-tables"))
+
+
+@section("speculative", "Speculative sampling", area="speculative", order=20,
+         tables=("speculative_exactness", "calibration_speculative"))
+def _speculative(ctx: Context) -> str:
+    return "".join(titled(n, ctx.tables[n]) for n in ("speculative_exactness", "calibration_speculative")
+                   if n in ctx.tables)
+
+
+@section("logprobs", "Logprobs", area="engines", order=40,
+         tables=("calibration_logprobs", "llama_cpp_post_sampling_logprobs"))
+def _logprobs(ctx: Context) -> str:
+    return "".join(titled(n, ctx.tables[n]) for n in ("calibration_logprobs", "llama_cpp_post_sampling_logprobs")
+                   if n in ctx.tables)
+
+
+@section("batch-invariance", "Batch invariance", area="ops", tables=("batch_invariance",), order=40)
+def _batch_invariance(ctx: Context) -> str:
+    return titled("batch_invariance", ctx.tables["batch_invariance"])
 
 
 @section("table-ops_error_u", "Op precision", area="ops", tables=("ops_error_u",), order=20)
