@@ -106,10 +106,15 @@ void cands_partial_sort(lc_cands *c, size_t n) {
 }
 
 void cands_keep_top(lc_cands *c, size_t k) {
-    if (k > c->size) k = c->size;
-    cands_partial_sort(c, k);
+    if (k >= c->size) return;
+    if (c->sorted) { /* already in order: the prefix is the set */
+        c->size = k;
+        return;
+    }
+    /* quickselect: the k first tokens of the order, as a set; the dense row they go back to has
+     * no order, and a later sampler that needs one sorts what is left (fewer tokens) */
+    select_first(c->data, c->size, k);
     c->size = k;
-    c->sorted = 1;
 }
 
 float cands_max_logit(const lc_cands *c) {
