@@ -29,6 +29,18 @@ double arg_num(const lc_array *a, size_t i) {
 int arg_is_float(const lc_array *a) { return a->dtype == LC_F32 || a->dtype == LC_F64; }
 int arg_is_int(const lc_array *a) { return a->dtype == LC_I64 || a->dtype == LC_I32; }
 
+float *arg_floats(const lc_array *a) {
+    float *x = malloc(a->count * sizeof(float) + 8); /* + 8: a zero-size array still gets a pointer */
+    if (!x) {
+        lc_failed("out of memory");
+        return NULL;
+    }
+    if (a->dtype == LC_F32) memcpy(x, a->data, a->count * sizeof(float));
+    else
+        for (size_t i = 0; i < a->count; i++) x[i] = (float)((const double *)a->data)[i];
+    return x;
+}
+
 float *arg_logits(const lc_call *c, const char *name, int64_t *B, int64_t *V) {
     const lc_array *a = arg_need(c, name);
     if (!a) return NULL;
@@ -47,14 +59,8 @@ float *arg_logits(const lc_call *c, const char *name, int64_t *B, int64_t *V) {
     }
     *B = a->dims[0];
     *V = a->dims[1];
-    float *x = malloc(a->count * sizeof(float));
-    if (!x) {
-        lc_failed("out of memory");
-        return NULL;
-    }
-    if (a->dtype == LC_F32) memcpy(x, a->data, a->count * sizeof(float));
-    else
-        for (size_t i = 0; i < a->count; i++) x[i] = (float)((const double *)a->data)[i];
+    float *x = arg_floats(a);
+    if (!x) return NULL;
     for (int64_t b = 0; b < *B; b++) {
         const float *row = x + b * *V;
         for (int64_t j = 0; j < *V; j++) {
@@ -82,11 +88,18 @@ static int per_row(const lc_call *c, const char *name, int64_t B, const lc_array
     return 0;
 }
 
+/* The parameter's array (per-row or scalar), or NULL where it is absent and has a default;
+ * -1 on a refusal (wrong shape, missing without a default). */
+static int param_array(const lc_call *c, const char *name, int64_t B, int has_def, const lc_array **a) {
+    if (per_row(c, name, B, a) != 0) return -1;
+    if (!*a && !has_def) return lc_refuse("missing parameter %s", name);
+    return 0;
+}
+
 int param_f64(const lc_call *c, const char *name, int64_t B, int has_def, double def, double *out) {
     const lc_array *a;
-    if (per_row(c, name, B, &a) != 0) return -1;
+    if (param_array(c, name, B, has_def, &a) != 0) return -1;
     if (!a) {
-        if (!has_def) return lc_refuse("missing parameter %s", name);
         for (int64_t b = 0; b < B; b++) out[b] = def;
         return 0;
     }
@@ -111,9 +124,8 @@ int param_f32(const lc_call *c, const char *name, int64_t B, int has_def, float 
 
 int param_i64(const lc_call *c, const char *name, int64_t B, int has_def, int64_t def, int64_t *out) {
     const lc_array *a;
-    if (per_row(c, name, B, &a) != 0) return -1;
+    if (param_array(c, name, B, has_def, &a) != 0) return -1;
     if (!a) {
-        if (!has_def) return lc_refuse("missing parameter %s", name);
         for (int64_t b = 0; b < B; b++) out[b] = def;
         return 0;
     }

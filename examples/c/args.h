@@ -15,6 +15,8 @@ int arg_is_float(const lc_array *a);
 int arg_is_int(const lc_array *a);
 
 /* logits: 2-D float [B, V], B, V >= 1, no NaN / +inf. Returns a malloc'd float32 copy. */
+/* A float argument (f32, or f64 rounded) as a new float32 array (free it); NULL after an error. */
+float *arg_floats(const lc_array *a);
 float *arg_logits(const lc_call *c, const char *name, int64_t *B, int64_t *V);
 
 /* Per-row parameters into out[B]. A missing argument takes def when has_def, else refuses. */

@@ -12,15 +12,7 @@ float *ops_float(const lc_call *c, const char *name, const lc_array **out) {
         lc_refuse("%s must be float16, bfloat16 or float32, got %s", name, lc_dtype_name(a->dtype));
         return NULL;
     }
-    float *x = malloc(a->count * sizeof(float) + 8);
-    if (!x) {
-        lc_failed("out of memory");
-        return NULL;
-    }
-    if (a->dtype == LC_F32) memcpy(x, a->data, a->count * sizeof(float));
-    else
-        for (size_t i = 0; i < a->count; i++) x[i] = (float)((const double *)a->data)[i];
-    return x;
+    return arg_floats(a);
 }
 
 float *ops_result_like(lc_out *o, const lc_array *a) {
