@@ -72,7 +72,7 @@ def _junit_counts(path: Path) -> dict[str, Any]:
 
 
 def device_check(args: argparse.Namespace) -> int:
-    from properties.backends import cupy_device_reason
+    from properties.api import cupy_device_reason
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     reason = cupy_device_reason()
@@ -107,7 +107,9 @@ def device_check(args: argparse.Namespace) -> int:
 
 def _bench(out: Path, timeout: int) -> dict[str, Any]:
     """Benchmarks in a child process (a hung kernel cannot hang the command)."""
-    code = ("import json, sys; from properties.gpu.device_bench import run_all, table; r = run_all(); "
+    from properties.api import DEVICE_BENCH
+
+    code = (f"import json, sys; from {DEVICE_BENCH} import run_all, table; r = run_all(); "
             "r['table'] = table(r); json.dump(r, open(sys.argv[1], 'w'), indent=1)")
     path = out / "bench.json"
     print("device-check: bench", flush=True)

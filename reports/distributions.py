@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from properties.recording import bin_key, quantile  # the writer's bins, read back
+from properties.api import bin_key, quantile  # the writer's bins, read back
 from reports.areas import BY_KEY, record_areas
 from reports.sections import Context, section
 from reports.tables import as_float, esc, fmt_num, truncate

@@ -38,11 +38,12 @@ def _group(f) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from properties.peers import reproducers
-    from properties.peers.findings import FINDINGS
+    from properties.api import findings, reproducer
+
+    ledger = findings()
 
     if args.script:
-        text = reproducers.script(args.script)
+        text = reproducer(args.script)
         if text is None:
             print(f"{args.script}: no reproducer (an agreement, or see its replay in properties/peers)")
             return 1
@@ -50,12 +51,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.write:
         args.write.mkdir(parents=True, exist_ok=True)
-        for f in FINDINGS:
-            text = reproducers.script(f.id)
+        for f in ledger:
+            text = reproducer(f.id)
             if text:
                 (args.write / f"{f.id}.py").write_text(text)
     groups: dict[str, list] = {}
-    for f in FINDINGS:
+    for f in ledger:
         groups.setdefault(_group(f), []).append(f)
     failed = 0
     for title, items in groups.items():
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
             print(_line("llama.cpp", f.llama_output))
             if f.id in WITHIN_BOUND:
                 print(_line("bound", WITHIN_BOUND[f.id]))
-            if reproducers.script(f.id):
+            if reproducer(f.id):
                 print(_line("reproduce", f"logitcheck findings --script {f.id} > {f.id}.py && python {f.id}.py"))
             print()
     return 1 if failed else 0

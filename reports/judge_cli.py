@@ -64,9 +64,9 @@ def judge(args: argparse.Namespace) -> int:
 
 
 def signatures(args: argparse.Namespace) -> int:
-    from properties.protocol.signatures import table
+    from properties.api import signature_table
 
-    for row in table():
+    for row in signature_table():
         print(row.line())
     return 0
 

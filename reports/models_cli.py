@@ -83,7 +83,7 @@ def forward(args: argparse.Namespace) -> int:
 
         xp = np
         if args.backend == "cupy":
-            from properties.backends import cupy_device_reason, cupy_or_none
+            from properties.api import cupy_device_reason, cupy_or_none
 
             if cupy_device_reason():
                 raise ValueError(f"--backend cupy: {cupy_device_reason()}")
@@ -168,7 +168,7 @@ def layers(args: argparse.Namespace) -> int:
         if args.model is None:
             raise ValueError("--error-model needs --model (the GGUF both runs used)")
         from oracle.models import load_model
-        from properties.models.error_model import envelope
+        from properties.api import envelope
 
         with np.load(args.ref) as z:
             if "tokens" not in z:

@@ -6,6 +6,9 @@ and the judge stay independent, and tests are run by pytest, never used as a lib
 - no module imports a test module (``test_*.py``): not product code (``reports``, ``fixtures``),
   not the judge's library modules, not another test; and no test module calls its own tests;
 - only the zoo imports ``properties.zoo`` (the zoo judges the suite; the suite does not depend on it);
+- ``fixtures`` (data: generated files and goldens) never imports the judge (``properties``);
+- the product CLI and report (``reports``) take from the judge only its public API,
+  ``properties.api``: the judge's insides can change shape without the CLI noticing;
 - no source file (Python, and the example harnesses' C and Rust) names a machine path or an issue
   number: comments say why, not where or which ticket.
 
@@ -58,7 +61,9 @@ def within(name: str, package: str) -> bool:
 
 
 RULES = ("no test called as a function", "no test module imported", "only the zoo imports the zoo",
-         "spec and implementation independent")
+         "spec and implementation independent", "fixtures never import the judge",
+         "the CLI uses only the judge's public API")
+PUBLIC_API = "properties.api"
 
 
 def violations(root: Path) -> dict[str, list[str]]:
@@ -75,6 +80,10 @@ def violations(root: Path) -> dict[str, list[str]]:
                     found["no test module imported"].append(f"{where}:{line} imports {name}")
                 if within(name, "properties.zoo") and not within(mod, "properties.zoo"):
                     found["only the zoo imports the zoo"].append(f"{where}:{line} imports {name}")
+                if pkg == "fixtures" and top == "properties":
+                    found["fixtures never import the judge"].append(f"{where}:{line} imports {name}")
+                if pkg == "reports" and top == "properties" and name != "properties" and not within(name, PUBLIC_API):
+                    found["the CLI uses only the judge's public API"].append(f"{where}:{line} imports {name}")
             if is_test_module(mod):
                 tree = ast.parse(path.read_text())
                 tests = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")}
@@ -130,7 +139,9 @@ def test_rules_catch_a_planted_violation(tmp_path):
         "properties/__init__.py": "", "properties/test_a.py": "def test_a():\n    pass\n\n\ndef f():\n    test_a()\n",
         "properties/lib.py": "from properties import test_a\nimport properties.zoo.runner\n",
         "properties/zoo/__init__.py": "", "properties/zoo/runner.py": "from properties.lib import x\n",
-        "fixtures/__init__.py": "", "reports/__init__.py": "from properties.test_a import test_a\n",
+        "fixtures/__init__.py": "", "fixtures/gen.py": "from properties.lib import x\n",
+        "reports/__init__.py": "from properties.test_a import test_a\n",
+        "reports/cli.py": "from properties.api import findings\nfrom properties.peers import findings\n",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -142,5 +153,10 @@ def test_rules_catch_a_planted_violation(tmp_path):
                                                              "gpu_impl/__init__.py:2 imports oracle.spec.x"]
     assert found["no test module imported"] == ["properties/lib.py:1 imports properties.test_a",
                                                 "reports/__init__.py:1 imports properties.test_a"]
+    assert found["fixtures never import the judge"] == ["fixtures/gen.py:1 imports properties.lib",
+                                                        "fixtures/gen.py:1 imports properties.lib.x"]
+    assert found["the CLI uses only the judge's public API"] == [
+        "reports/__init__.py:1 imports properties.test_a", "reports/__init__.py:1 imports properties.test_a.test_a",
+        "reports/cli.py:2 imports properties.peers", "reports/cli.py:2 imports properties.peers.findings"]
     assert found["only the zoo imports the zoo"] == ["properties/lib.py:2 imports properties.zoo.runner"]
     assert found["no test called as a function"] == ["properties/test_a.py:6 calls test_a"]

@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 import oracle.quants as oq
+from fixtures.block_scales import SCALES
 from oracle.quants import QType
 from properties.numerics import U16, U32 as U, UBF16
 Bound = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -70,8 +71,8 @@ class QuantRecord:
     block: int
     nbytes: int
     scales: tuple[tuple[int, str], ...]
-    """(byte offset in a block, encoding) of every scale: 'f16', 'e8m0', or for the float formats
-    the element itself ('f32', 'f16', 'bf16')."""
+    """(byte offset in a block, encoding) of every scale (``fixtures.block_scales.SCALES``, the
+    file format's layout): 'f16', 'e8m0', or for the float formats the element itself."""
     quantize: bool = False
     """ggml has a reference quantizer (and gguf-py reproduces it)."""
     roundtrip: Bound | None = None
@@ -95,32 +96,32 @@ class QuantRecord:
         return oq.dequantize(raw, self.qtype, shape)
 
 
-def _rec(qt: QType, scales, **kw) -> QuantRecord:
+def _rec(qt: QType, **kw) -> QuantRecord:
     block, nbytes = oq.BLOCK[qt]
-    return QuantRecord(qt, block, nbytes, tuple(scales), **kw)
+    return QuantRecord(qt, block, nbytes, SCALES[qt.name], **kw)
 
 
 # plain floats round to nearest: u relative, and half the smallest subnormal (f16 2^-24, bf16 2^-133)
 # absolute below the normal range
 RECORDS: tuple[QuantRecord, ...] = (
-    _rec(QType.F32, [(0, "f32")], quantize=True, roundtrip=_relative(0.0, 0.0), idempotent=True, max_magnitude=1e38),
-    _rec(QType.F16, [(0, "f16")], quantize=True, roundtrip=_relative(U16, 2.0**-25), idempotent=True,
+    _rec(QType.F32, quantize=True, roundtrip=_relative(0.0, 0.0), idempotent=True, max_magnitude=1e38),
+    _rec(QType.F16, quantize=True, roundtrip=_relative(U16, 2.0**-25), idempotent=True,
          max_magnitude=6e4),
-    _rec(QType.BF16, [(0, "bf16")], quantize=True, roundtrip=_relative(UBF16, 2.0**-134), idempotent=True,
+    _rec(QType.BF16, quantize=True, roundtrip=_relative(UBF16, 2.0**-134), idempotent=True,
          max_magnitude=1e38),
-    _rec(QType.Q4_0, [(0, "f16")], quantize=True, roundtrip=_symmetric(8), idempotent=True),
-    _rec(QType.Q4_1, [(0, "f16"), (2, "f16")], quantize=True, roundtrip=_affine(15)),
-    _rec(QType.Q5_0, [(0, "f16")], quantize=True, roundtrip=_symmetric(16), idempotent=True),
-    _rec(QType.Q5_1, [(0, "f16"), (2, "f16")], quantize=True, roundtrip=_affine(31)),
-    _rec(QType.Q8_0, [(0, "f16")], quantize=True, roundtrip=_q8_0, idempotent=True),
-    _rec(QType.Q2_K, [(80, "f16"), (82, "f16")]),
-    _rec(QType.Q3_K, [(108, "f16")]),
-    _rec(QType.Q4_K, [(0, "f16"), (2, "f16")]),
-    _rec(QType.Q5_K, [(0, "f16"), (2, "f16")]),
-    _rec(QType.Q6_K, [(208, "f16")]),
-    _rec(QType.IQ4_NL, [(0, "f16")]),
-    _rec(QType.IQ4_XS, [(0, "f16")]),
-    _rec(QType.MXFP4, [(0, "e8m0")]),
+    _rec(QType.Q4_0, quantize=True, roundtrip=_symmetric(8), idempotent=True),
+    _rec(QType.Q4_1, quantize=True, roundtrip=_affine(15)),
+    _rec(QType.Q5_0, quantize=True, roundtrip=_symmetric(16), idempotent=True),
+    _rec(QType.Q5_1, quantize=True, roundtrip=_affine(31)),
+    _rec(QType.Q8_0, quantize=True, roundtrip=_q8_0, idempotent=True),
+    _rec(QType.Q2_K),
+    _rec(QType.Q3_K),
+    _rec(QType.Q4_K),
+    _rec(QType.Q5_K),
+    _rec(QType.Q6_K),
+    _rec(QType.IQ4_NL),
+    _rec(QType.IQ4_XS),
+    _rec(QType.MXFP4),
 )
 BY_NAME = {r.name: r for r in RECORDS}
 

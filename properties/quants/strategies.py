@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 from hypothesis import strategies as st
 
+from fixtures.block_scales import WIDTH, normal_bits, put
 from properties.quants.records import RECORDS, QuantRecord
 
 # Bit patterns for the special values of each scale encoding (several where payload/sign vary).
@@ -25,25 +26,6 @@ SPECIALS: dict[str, dict[str, tuple[int, ...]]] = {
              "-zero": (0x02,), "max": (0xFF, 0xFE)},
 }
 KINDS = ("random", "nan", "inf", "-inf", "subnormal", "zero", "-zero", "max")
-WIDTH = {"f16": 2, "bf16": 2, "f32": 4, "e8m0": 1}
-
-
-def _normal_bits(enc: str, rng: np.random.Generator) -> int:
-    """A finite, normal, moderate scale (|value| in [2^-10, 2^6)) in encoding ``enc``."""
-    sign = int(rng.integers(2))
-    if enc == "e8m0":
-        return int(rng.integers(118, 135))
-    if enc == "f16":
-        return (sign << 15) | (int(rng.integers(5, 21)) << 10) | int(rng.integers(1024))
-    if enc == "bf16":
-        return (sign << 15) | (int(rng.integers(117, 133)) << 7) | int(rng.integers(128))
-    return (sign << 31) | (int(rng.integers(117, 133)) << 23) | int(rng.integers(1 << 23))
-
-
-def _put(raw: np.ndarray, at: int, width: int, bits: int) -> None:
-    raw[at:at + width] = np.frombuffer(int(bits).to_bytes(width, "little"), np.uint8)
-
-
 @dataclass(frozen=True)
 class RawCase:
     """``rows`` rows of ``blocks`` blocks of ``record``'s format; block b's scales are of kind
@@ -76,10 +58,10 @@ def fill_raw(record: QuantRecord, rows: int, blocks: int, seed: int, kinds: Sequ
         for at, enc in record.scales:
             pos = b * record.nbytes + at
             if kind == "normal":
-                _put(raw, pos, WIDTH[enc], _normal_bits(enc, rng))
+                put(raw, pos, WIDTH[enc], normal_bits(enc, rng))
             elif kind != "random":
                 choices = SPECIALS[enc][kind]
-                _put(raw, pos, WIDTH[enc], choices[int(rng.integers(len(choices)))])
+                put(raw, pos, WIDTH[enc], choices[int(rng.integers(len(choices)))])
     return RawCase(record, rows, blocks, seed, tuple(kinds), raw)
 
 

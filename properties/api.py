@@ -1,0 +1,70 @@
+"""The judge's public API: the only names the product CLI and report (``reports/``) may take
+from ``properties``. Everything else in ``properties`` is the judge's own business and may
+change shape without the CLI noticing; ``properties/meta/test_import_rules.py`` holds the wall.
+
+Each function imports what it needs when called, so ``logitcheck --help`` and the report's
+renderer do not pay for hypothesis, llama-cpp-python or CuPy.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+
+def findings() -> Sequence[Any]:
+    """Every llama.cpp finding in the ledger (id, kind, title, witness, expected, observed)."""
+    from properties.peers.findings import FINDINGS
+
+    return FINDINGS
+
+
+def reproducer(finding_id: str) -> str | None:
+    """The stand-alone reproducer script of one finding, or None where it needs none."""
+    from properties.peers import reproducers
+
+    return reproducers.script(finding_id)
+
+
+def bin_key(value: float) -> str:
+    """The histogram bin the results writer files a measured value under."""
+    from properties.recording import bin_key as key
+
+    return key(value)
+
+
+def quantile(bins: dict[str, int], q: float) -> float | None:
+    """The q-quantile of a binned histogram written by the results writer."""
+    from properties.recording import quantile as qt
+
+    return qt(bins, q)
+
+
+def cupy_device_reason() -> str | None:
+    """Why the CuPy backend cannot run here (None: it can)."""
+    from properties.backends import cupy_device_reason as reason
+
+    return reason()
+
+
+def cupy_or_none() -> Any:
+    """The ``cupy`` module where a device can run it, else None."""
+    from properties.backends import cupy_or_none as get
+
+    return get()
+
+
+def envelope(model: Any, tokens: Iterable[int], engine: str, **kwargs: Any) -> Any:
+    """The forward-pass error model of ``engine`` on ``model`` (properties/models/error_model.py)."""
+    from properties.models.error_model import envelope as env
+
+    return env(model, tokens, engine, **kwargs)
+
+
+def signature_table() -> Sequence[Any]:
+    """The judged API: one row per function (its parameters, which properties call it)."""
+    from properties.protocol.signatures import table
+
+    return table()
+
+
+DEVICE_BENCH = "properties.gpu.device_bench"
+"""The module ``logitcheck device-check`` runs in a subprocess for the GPU benchmarks."""
