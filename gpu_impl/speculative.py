@@ -11,6 +11,12 @@
 * ``top_k``: the target's own top-k, fused (a scalar or per-row ``[B]``; <= 0 or >= V: off):
   exactly k tokens of each target row keep their probability, among tokens equal to the k-th
   largest the lowest ids, then the row is renormalised in float32.
+* ``top_p``: the target's own top-p after its top-k (a scalar or per-row ``[B]``; >= 1: off):
+  the float32 running sum of the row sorted descending, against ``top_p * S`` (S its last
+  entry), keeps n tokens, n - 1 the number of running sums below the threshold before the
+  last (the crossing token is kept, as llama.cpp's ``cum >= p``); the n kept are the first n of
+  the (probability descending, token id ascending) order, so a token tied with the crossing one
+  but of a higher id is dropped; then the row is renormalised in float32.
 
 Position i accepts d_i iff ``u_i * q_i(d_i) < p_i(d_i)`` (a draft with p = 0 is never accepted;
 a draft with q = 0 is accepted iff p > 0). At the first rejection the token is drawn from the
@@ -48,6 +54,17 @@ def _uniforms(xp: Any, u: Any, shape: tuple[int, int], name: str) -> Any:
     return a
 
 
+def _keep_first(xp: Any, p: Any, kth: Any, n: Any) -> Any:
+    """The first n tokens of (probability descending, id ascending) order, renormalised in
+    float32; ``kth`` [B, P, 1] is the n-th largest value, ``n`` [B, P, 1] the count."""
+    above = p > kth
+    tie = p == kth
+    keep = above | (tie & (xp.cumsum(tie, axis=2) <= n - above.sum(axis=2, keepdims=True)))
+    kept = xp.where(keep, p, xp.float32(0))
+    s = kept.sum(axis=2, keepdims=True, dtype=xp.float32)
+    return kept / xp.where(s > 0, s, xp.float32(1))
+
+
 def _top_k(xp: Any, p: Any, k: Any) -> Any:
     """Keep exactly k tokens per row (lowest ids among ties at the k-th value), renormalised."""
     B, P, V = p.shape
@@ -59,13 +76,29 @@ def _top_k(xp: Any, p: Any, k: Any) -> Any:
         kth = -np.partition(-p, int(kk.flat[0]) - 1, axis=2)[:, :, int(kk.flat[0]) - 1:int(kk.flat[0])]
     else:
         kth = xp.take_along_axis(-xp.sort(-p, axis=2), kk - 1, axis=2)  # the k-th largest value
-    above = p > kth
-    tie = p == kth
-    keep = above | (tie & (xp.cumsum(tie, axis=2) <= kk - above.sum(axis=2, keepdims=True)))
-    kept = xp.where(keep, p, xp.float32(0))
-    s = kept.sum(axis=2, keepdims=True, dtype=xp.float32)
-    out = kept / xp.where(s > 0, s, xp.float32(1))
-    return xp.where(active[:, None, None], out, p)
+    return xp.where(active[:, None, None], _keep_first(xp, p, kth, kk), p)
+
+
+def _top_p(xp: Any, p: Any, top_p: Any) -> Any:
+    """Keep the descending prefix through the first float32 running sum >= top_p·S, renormalised."""
+    active = top_p < 1
+    if not bool(active.any()):
+        return p
+    srt = -xp.sort(-p, axis=2)  # descending values; ties are equal, so the sums need no id order
+    run = xp.cumsum(srt, axis=2, dtype=xp.float32)
+    thr = top_p[:, None, None] * run[:, :, -1:]
+    n = 1 + (run[:, :, :-1] < thr).sum(axis=2, keepdims=True)  # running sums short of p·S, then the crossing one
+    kth = xp.take_along_axis(srt, n - 1, axis=2)
+    return xp.where(active[:, None, None], _keep_first(xp, p, kth, n), p)
+
+
+def _filter(xp: Any, p: Any, k: Any, top_p: Any) -> Any:
+    """The target's top-k then top-p. A batch that repeats one row with one setting (a stride-0
+    broadcast on NumPy) is filtered once: the filter is a function of the row alone."""
+    if (xp is np and p.shape[0] > 1 and p.strides[0] == 0 and bool((k == k[0]).all())
+            and bool((top_p == top_p[0]).all())):
+        return np.broadcast_to(_filter(xp, p[:1], k[:1], top_p[:1]), p.shape)
+    return _top_p(xp, _top_k(xp, p, k), top_p)
 
 
 def _draw(xp: Any, w: Any, r: Any) -> Any:
@@ -78,7 +111,7 @@ def _draw(xp: Any, w: Any, r: Any) -> Any:
 
 
 def rejection_sample(target_probs: Any, draft_probs: Any, draft_tokens: Any, accept_u: Any, residual_u: Any,
-                     top_k: Any = 0) -> tuple[Any, Any]:
+                     top_k: Any = 0, top_p: Any = 1.0) -> tuple[Any, Any]:
     xp = get_xp(target_probs)
     p = _probs(xp, target_probs, "target_probs")
     q = _probs(xp, draft_probs, "draft_probs")
@@ -93,9 +126,10 @@ def rejection_sample(target_probs: Any, draft_probs: Any, draft_tokens: Any, acc
     a = _uniforms(xp, accept_u, (B, K), "accept_u")
     r = _uniforms(xp, residual_u, (B, K1), "residual_u")
     k = row_param(top_k, B, "top_k", xp, integer=True)
+    tp = row_param(top_p, B, "top_p", xp)
     if bool((p[:, :, :].sum(axis=2) <= 0).any()):
         raise ValueError("every target row needs a token with positive probability")
-    p = _top_k(xp, p, k)
+    p = _filter(xp, p, k, tp)
 
     pd = xp.take_along_axis(p[:, :K], d[:, :, None], axis=2)[:, :, 0].astype(xp.float64)
     qd = xp.take_along_axis(q, d[:, :, None], axis=2)[:, :, 0].astype(xp.float64)

@@ -5,6 +5,9 @@ Inputs of one sequence (no batch):
 
 * ``p``: ``[K+1, V]`` target probabilities, *after* the target's own filter chain (rows 0..K-1
   for the K draft positions, row K for the bonus token). A token the chain dropped has p = 0.
+  ``target_filter`` is that chain for the filters modelled here: top-k, then top-p (llama.cpp's
+  default order), each keeping a prefix of the (probability descending, token id ascending)
+  order and renormalising.
 * ``q``: ``[K, V]`` draft probabilities; ``d``: ``[K]`` draft tokens (drawn from ``q``).
 * ``a``: ``[K]`` uniforms for the acceptance tests, ``r``: ``[K+1]`` uniforms for the residual or
   bonus draw, each in [0, 1).
@@ -29,7 +32,8 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["rejection_sample", "llama_cpp_greedy_match", "first_token_law", "first_token_law_given",
-           "inverse_cdf", "accept_prob", "residual", "target_top_k"]
+           "inverse_cdf", "accept_prob", "residual", "target_top_k", "target_top_p", "target_filter",
+           "top_p_kept"]
 
 
 def _rows(x: np.ndarray, name: str, ndim: int) -> np.ndarray:
@@ -133,3 +137,37 @@ def target_top_k(p: np.ndarray, k: int) -> np.ndarray:
     out = np.zeros_like(p)
     out[order[:k]] = p[order[:k]]
     return out / out.sum()
+
+
+def top_p_kept(p: np.ndarray, top_p: float) -> int:
+    """How many tokens llama.cpp's top-p keeps on a probability row (renormalised first): in
+    (probability descending, token id ascending) order, through the first token whose cumulative
+    mass reaches ``top_p`` (>=), at least one. ``top_p`` >= 1: every token with p > 0."""
+    p = np.asarray(p, np.float64)
+    live = int(np.count_nonzero(p > 0))
+    if top_p >= 1:
+        return live
+    order = np.lexsort((np.arange(p.size), -p))
+    cum = np.cumsum(p[order[:live]]) / p.sum()
+    hit = np.flatnonzero(cum >= top_p)
+    return int(hit[0]) + 1 if hit.size else live
+
+
+def target_top_p(p: np.ndarray, top_p: float) -> np.ndarray:
+    """The target's own top-p on a probability row, renormalised: the first ``top_p_kept`` tokens
+    of the (probability descending, token id ascending) order; a token tied with the last kept one
+    but later in that order is dropped. ``top_p`` >= 1: the row as given.
+    ([0.4, 0.3, 0.3, 0] with top_p = 0.6 -> [4/7, 3/7, 0, 0].)"""
+    p = np.asarray(p, np.float64)
+    if top_p >= 1:
+        return p.copy()  # off: a no-op, the row as given
+    order = np.lexsort((np.arange(p.size), -p))
+    keep = order[:top_p_kept(p, top_p)]
+    out = np.zeros_like(p)
+    out[keep] = p[keep]
+    return out / out.sum()
+
+
+def target_filter(p: np.ndarray, top_k: int = 0, top_p: float = 1.0) -> np.ndarray:
+    """The target's filter chain on one probability row: top-k, then top-p on top-k's output."""
+    return target_top_p(target_top_k(p, top_k), top_p)

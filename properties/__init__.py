@@ -8,6 +8,4 @@ a run measured, for the report), ``stats`` (the χ² gate) and ``numerics`` (u p
 error-model building blocks).
 """
 
-
-class PropertyFailure(AssertionError):
-    """A property said no: the message carries WHY (what broke) and CASE (the replay recipe)."""
+from properties.failure import Failure as PropertyFailure  # noqa: E402,F401  (the name older checks raise)

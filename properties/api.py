@@ -12,14 +12,14 @@ from typing import Any, Iterable, Sequence
 
 def findings() -> Sequence[Any]:
     """Every llama.cpp finding in the ledger (id, kind, title, witness, expected, observed)."""
-    from properties.peers.findings import FINDINGS
+    from properties.peers.llama_cpp.findings import FINDINGS
 
     return FINDINGS
 
 
 def reproducer(finding_id: str) -> str | None:
     """The stand-alone reproducer script of one finding, or None where it needs none."""
-    from properties.peers import reproducers
+    from properties.peers.llama_cpp import reproducers
 
     return reproducers.script(finding_id)
 
@@ -57,6 +57,15 @@ def envelope(model: Any, tokens: Iterable[int], engine: str, **kwargs: Any) -> A
     from properties.models.error_model import envelope as env
 
     return env(model, tokens, engine, **kwargs)
+
+
+def layers_verdict(rows: Sequence[Any], engine: str, env: Any, model: Any) -> Any:
+    """Drift or bug: the verdict of ``oracle.models.layers.compare`` rows judged under ``engine``'s
+    error model ``env`` (an ``envelope``), with each layer's norm weights of ``model`` and the gain
+    the envelope measures through them (properties/models/verdict.py). ``.lines()`` prints it."""
+    from properties.models.verdict import judge, model_norms
+
+    return judge(rows, engine, model_norms(model), env.tensors)
 
 
 def signature_table() -> Sequence[Any]:

@@ -15,6 +15,7 @@ import pytest
 
 from properties import profiles  # noqa: F401  (registers and loads the hypothesis profiles)
 from properties import numerics, recording
+from properties.failure import failure_in
 from properties.backends import NOT_COVERED, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl, part_of
 
 
@@ -77,6 +78,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_configure(config: pytest.Config) -> None:
     numerics.use_contract(config.getoption("--contract"))
+    config.pluginmanager.register(FailingCases(), "logitcheck-failing-cases")
     # --backend cupy on a machine that cannot run it must not look like a green run of skips
     if config.getoption("--backend") == "cupy":
         reason = cupy_device_reason()
@@ -144,16 +146,21 @@ def pytest_runtest_protocol(item: pytest.Item) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """On the process that ran the test (an xdist worker too), attach the failure's property, shrunk
-    case and error in u: report properties travel to the controller with the report."""
+    """On the process that ran the test (an xdist worker too), attach the failure's fields (the
+    check's ``Failure``: property, record, dtype, case, error in u, category) with the command
+    that reruns the test: report properties travel to the controller with the report."""
     outcome = yield
     report = outcome.get_result()
     if judges_impl(item):
         report.user_properties = [*report.user_properties, ("logitcheck_judges_impl", True)]
     if report.failed and call.excinfo is not None:
-        notes = "\n".join(str(n) for n in getattr(call.excinfo.value, "__notes__", ()))
-        details = recording.failure_details(str(call.excinfo.value), notes)
-        report.user_properties = [*report.user_properties, ("logitcheck_failure", details)]
+        rerun = recording.rerun_command(item.config, item.nodeid)
+        found = failure_in(call.excinfo.value)
+        if found is not None:
+            found.rerun = rerun
+        notes = tuple(str(n) for n in getattr(call.excinfo.value, "__notes__", ()))
+        fields = {**recording.failure_fields(call.excinfo.value, notes), "rerun": rerun}
+        report.user_properties = [*report.user_properties, ("logitcheck_failure", fields)]
 
 
 _JUDGED: dict[str, dict[str, int]] = {}
@@ -305,3 +312,35 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.section("logitcheck: NOT COVERED (the implementation lacks these)")
         for name in sorted(NOT_COVERED):
             terminalreporter.write_line(f"  {name}")
+
+
+def failing_case_lines(rows: list[dict]) -> list[str]:
+    """Per failed test: what failed (property, record, dtype, category, error against its bound),
+    the drawn case, and the command that reruns it."""
+    out = []
+    for row in rows:
+        f = row.get("failure") or {}
+        what = " ".join(x for x in (f.get("property") or row["nodeid"].rsplit("::", 1)[-1],
+                                    f.get("dtype", ""), f"({f['category']})" if f.get("category") else "") if x)
+        if f.get("error_u") is not None:
+            what += f": error {f['error_u']:.4g} u, bound {f['bound_u']:.4g} u"
+        out += [f"{row['nodeid']}", f"  {what}"]
+        if f.get("case"):
+            out.append(f"  case  {f['case']}")
+        out.append(f"  rerun {f.get('rerun') or row['nodeid']}")
+    return out
+
+
+class FailingCases:
+    """The terminal summary's last section: the failing cases and their rerun commands. A hook
+    wrapper that runs outermost, so it writes after pytest's short summary, just above the
+    final counts line."""
+
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_terminal_summary(self, terminalreporter):
+        yield
+        failed = [r for r in _OUTCOMES if r["outcome"] == "failed"]
+        if failed:
+            terminalreporter.section("logitcheck: failing cases (rerun each with its command)")
+            for text in failing_case_lines(failed):
+                terminalreporter.write_line(text)

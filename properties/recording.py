@@ -15,9 +15,7 @@ import json
 import math
 import os
 import platform
-import re
 import shlex
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from properties.backends import NOT_COVERED, cupy_device_reason, cupy_or_none
+from properties.failure import case_repr, failure_in
 from properties.measure import ErrorReport
 
 SCHEMA_VERSION = 2
@@ -33,7 +32,6 @@ BINS_PER_DECADE = 4            # bin k holds (10^(k/4), 10^((k+1)/4)]: quantiles
                                # and a ratio of exactly 1 (at the bound) falls in a bin that ends at 1
 BIN_LO, BIN_HI = -24, 36       # 1e-6 .. 1e9; smaller positives join bin -24, larger finites bin 36
 WORST_KEPT = 3                 # worst examples kept per key, with their cases
-CASE_CHARS = 400               # a case's repr is its replay recipe; longer ones are cut
 
 WORST: dict[tuple[str, str, str], dict[str, Any]] = {}
 EXAMPLES: dict[tuple[str, str], int] = defaultdict(int)
@@ -92,33 +90,6 @@ def _rank(x: float) -> float:
     return math.inf if math.isnan(x) else x
 
 
-DRAWN = ("case", "example")    # the names the suite's tests and helpers give a drawn example
-
-
-def drawn_case() -> str:
-    """The running example's drawn case, as its repr (the strategies' reprs are replay recipes).
-
-    Checks call ``note`` without the case; rather than widen every call, this looks up the stack
-    as far as the ``test_*`` function for a local named like a drawn example, innermost first; else
-    it shows the test's arguments whose reprs carry no object address (fixtures, memory)."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        local = frame.f_locals
-        found = next((n for n in DRAWN if n in local), None)
-        if found:
-            return _cut(repr(local[found]))
-        if frame.f_code.co_name.startswith("test_"):
-            names = frame.f_code.co_varnames[:frame.f_code.co_argcount]
-            shown = (f"{n}={local[n]!r}" for n in names if n in local and n not in ("impl", "oimpl", "data", "request"))
-            return _cut(", ".join(a for a in shown if " at 0x" not in a))
-        frame = frame.f_back
-    return ""
-
-
-def _cut(text: str) -> str:
-    return text if len(text) <= CASE_CHARS else text[:CASE_CHARS] + " …"
-
-
 def _fold(entry: dict[str, Any], ratio: float, worst_u: float, bound_u: float, examples: list[dict]) -> None:
     """Add one or more worst-example candidates; keep the WORST_KEPT worst in a fixed order."""
     pool = {(e.get("test"), e.get("case"), e.get("ratio")): e for e in entry["worst_cases"] + examples}
@@ -138,8 +109,9 @@ def _first_test(key: tuple[str, str], test: str) -> None:
         FIRST_TEST[key] = test
 
 
-def note(record: str, prop: str, dtype: str, report: ErrorReport | None = None) -> None:
-    """Count one example; with a report, add its error to (record, property, dtype)'s histograms."""
+def note(record: str, prop: str, dtype: str, report: ErrorReport | None = None, case: Any = None) -> None:
+    """Count one example; with a report, add its error to (record, property, dtype)'s histograms,
+    and keep ``case`` (the drawn example, passed by the caller) if it is among the worst."""
     EXAMPLES[(record, prop)] += 1
     _first_test((record, prop), CURRENT_TEST)
     if report is None:
@@ -153,14 +125,15 @@ def note(record: str, prop: str, dtype: str, report: ErrorReport | None = None) 
     e["bound_u_min"], e["bound_u_max"] = min(e["bound_u_min"], bound_u), max(e["bound_u_max"], bound_u)
     enters = len(e["worst_cases"]) < WORST_KEPT or _rank(ratio) >= _rank(e["worst_cases"][-1]["ratio"])
     example = {"ratio": ratio, "worst_u": worst_u, "bound_u": bound_u, "test": CURRENT_TEST,
-               "case": drawn_case() if enters else ""}
+               "case": case_repr(case) if enters else ""}
     _fold(e, ratio, worst_u, bound_u, [example] if enters else [])
 
 
-def note_errors(op: str, prop: str, dtype: str, report: ErrorReport | None, err_u: np.ndarray | None = None) -> None:
+def note_errors(op: str, prop: str, dtype: str, report: ErrorReport | None, err_u: np.ndarray | None = None,
+                case: Any = None) -> None:
     """``note``, and add every element's error in u to the (op, property, dtype) histogram
     (the report shows its max and percentiles, not only pass/fail)."""
-    note(op, prop, dtype, report)
+    note(op, prop, dtype, report, case)
     if err_u is None or err_u.size == 0:
         return
     key = f"{op}|{prop}|{dtype}"
@@ -211,34 +184,17 @@ def table(name: str, value: Any) -> None:
     TABLES[name] = value
 
 
-# --- failures: the property, the shrunk case and the error in u, from the check's message ---------
-_WHY = re.compile(r"WHY\s+(?P<prop>[^:\n]+):\s*(?P<why>[^\n]*)")
-_CASE = re.compile(r"^CASE (?P<case>.+)$", re.M)
-_NUM = r"([-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|inf|nan))"
-_ERRORS = (re.compile(rf"worst error {_NUM} u at index \d+ \(model allows {_NUM} u\)"),  # ErrorReport.describe
-           re.compile(rf"error {_NUM} u at .*? exceeds the model's {_NUM} u"))          # ops_errors.scaled_error
-
-
-def failure_details(message: str, notes: str = "") -> dict[str, Any]:
-    """What a failure's message says in the checks' WHY/CASE form: property, why, shrunk case and,
-    when the check measured one, the error in u against its bound. Empty fields are left out."""
-    out: dict[str, Any] = {}
-    m = _WHY.search(message)
-    if m:
-        out.update(property=m.group("prop").strip(), why=m.group("why").strip()[:500])
-    c = _CASE.search(message)
-    if c:
-        out["case"] = c.group("case")[:CASE_CHARS]
-    elif "Falsifying example" in notes:
-        out["case"] = notes[notes.index("Falsifying example"):][:CASE_CHARS]
-    for rx in _ERRORS:
-        e = rx.search(message)
-        if e:
-            worst_u, bound_u = float(e.group(1)), float(e.group(2))
-            out.update(worst_u=worst_u, bound_u=bound_u,
-                       ratio=worst_u / bound_u if bound_u else (0.0 if worst_u == 0 else math.inf))
-            break
-    return out
+# --- failures: the fields of the check's Failure --------------------------------------------------
+def failure_fields(exc: BaseException | None, notes: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What a failed test's exception says, for its results row: a ``Failure``'s fields (property,
+    record, dtype, case, why, error_u / bound_u / ratio when measured, category, rerun). Any other
+    exception (a bare assert in a test body) has none of them; hypothesis' own note naming the
+    falsifying example, when it made one, stands as its case."""
+    found = failure_in(exc)
+    if found is not None:
+        return found.fields()
+    falsifying = next((n for n in notes if n.startswith("Falsifying example")), "")
+    return {"case": case_repr(falsifying)} if falsifying else {}
 
 
 # --- state: snapshot on a worker, absorb on the controller, dump once ------------------------------
@@ -335,14 +291,22 @@ def reproduce_template(impl: str, backend: str, profile: str, seed: Any, derando
     return cmd
 
 
-def run_meta(config: Any, exitstatus: int) -> dict[str, Any]:
-    """The run's identity, written by the pytest plugin (and so by ``logitcheck report``, which runs it)."""
+def _identity(config: Any) -> tuple[str, str, str, Any, bool]:
+    """(impl, backend, hypothesis profile, seed, derandomized) as this run runs."""
     from hypothesis import settings
 
-    impl, backend = config.getoption("--impl"), config.getoption("--backend")
-    profile = settings.get_current_profile_name()
-    derandomized = bool(settings.default.derandomize)
-    seed = config.getoption("hypothesis_seed", None)
+    return (config.getoption("--impl"), config.getoption("--backend"), settings.get_current_profile_name(),
+            config.getoption("hypothesis_seed", None), bool(settings.default.derandomize))
+
+
+def rerun_command(config: Any, nodeid: str) -> str:
+    """The command that reruns test ``nodeid`` the way this run ran it."""
+    return reproduce_template(*_identity(config)).replace("{nodeid}", shlex.quote(nodeid))
+
+
+def run_meta(config: Any, exitstatus: int) -> dict[str, Any]:
+    """The run's identity, written by the pytest plugin (and so by ``logitcheck report``, which runs it)."""
+    impl, backend, profile, seed, derandomized = _identity(config)
     workers = getattr(config.option, "numprocesses", None)  # absent without xdist, whatever name loaded it
     selection = " and ".join(f"{flag} {v}" for flag, v in (("-k", config.getoption("keyword")),
                                                           ("-m", config.getoption("markexpr"))) if v)
@@ -360,7 +324,8 @@ def run_meta(config: Any, exitstatus: int) -> dict[str, Any]:
 def dump(path: Path, outcomes: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     for row in outcomes:
         if row.get("outcome") == "failed" and meta.get("reproduce"):
-            row["reproduce"] = meta["reproduce"].replace("{nodeid}", shlex.quote(str(row.get("nodeid"))))
+            row["reproduce"] = row.get("failure", {}).get("rerun") or \
+                meta["reproduce"].replace("{nodeid}", shlex.quote(str(row.get("nodeid"))))
     data = {
         "schema_version": SCHEMA_VERSION,
         "meta": meta,

@@ -5,8 +5,12 @@
   directly. llama.cpp runs with an f32 KV cache and its tensors are read through cb_eval.
 * parity REF TEST: llama-perplexity's KL-divergence statistics and more (oracle.models.parity);
   REF may be llama-perplexity's --kl-divergence-base file. --max-kld / --min-top1 make it a gate.
-* layers REF.npz TEST.npz: per tensor cosine, relative error, norm ratio in graph order; the first
+* layers REF TEST: per tensor cosine, relative error, norm ratio in graph order; the first
   tensor over the threshold; error growth per block; with --model, the norm weights per layer.
+* names [--arch A]: llama.cpp's graph names and the HF-style module names that hold the same tensors.
+
+A run (REF, TEST) is a .npz from ``forward``, a .npy of logits, or a folder of .npy / raw float32
+files named either way (reports.dumps).
 
 Exit status: 0 ok, 1 a gate failed (parity) or a tensor diverged (layers), 2 bad input.
 """
@@ -21,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-COMMANDS = ("forward", "parity", "layers")
+COMMANDS = ("forward", "parity", "layers", "names")
 ENGINES = ("oracle", "gpu_impl", "llama.cpp")
 ERROR_MODELS = ("llama.cpp-cpu", "gpu_impl-float32", "gpu_impl-float16")
 
@@ -38,8 +42,9 @@ def add_subcommands(sub: Any) -> None:
     f.add_argument("--backend", choices=("numpy", "cupy"), default="numpy", help="gpu_impl's array backend")
     f.add_argument("--chunk", type=int, default=None, help="feed this many tokens per step through the KV cache")
     p = sub.add_parser("parity", help="compare two runs' logits (KLD, top-1, Δp, top-k, cosine)",
-                       description="Compare TEST's logits with REF's. REF: .npz (key 'logits'), .npy, or "
-                                   "llama-perplexity's --kl-divergence-base file.")
+                       description="Compare TEST's logits with REF's. A run: .npz (key 'logits'), .npy, a folder "
+                                   "of dumps (docs/parity.md); REF may be llama-perplexity's --kl-divergence-base "
+                                   "file.")
     p.add_argument("ref", type=Path)
     p.add_argument("test", type=Path)
     p.add_argument("--max-kld", type=float, default=None, help="fail (exit 1) if the mean KLD exceeds this")
@@ -47,7 +52,7 @@ def add_subcommands(sub: Any) -> None:
     p.add_argument("--json", type=Path, default=None, help="also write the statistics as JSON")
     la = sub.add_parser("layers", help="find the first layer and op where TEST leaves REF",
                         description="Compare the named intermediates of two forward runs (.npz from "
-                                    "'logitcheck forward') in graph order.")
+                                    "'logitcheck forward', or folders of dumps, docs/parity.md) in graph order.")
     la.add_argument("ref", type=Path)
     la.add_argument("test", type=Path)
     la.add_argument("--threshold", type=float, default=1e-2,
@@ -56,7 +61,14 @@ def add_subcommands(sub: Any) -> None:
     la.add_argument("--error-model", choices=ERROR_MODELS, default=None,
                     help="instead of one threshold, give every tensor the bound of this engine's error model "
                          "(needs --model; REF must be the oracle's run of the same tokens)")
-    for parser in (f, p, la):
+    for parser in (p, la):
+        parser.add_argument("--arch", default=None,
+                            help="the architecture whose HF-style names the runs use (default: --model's, if given)")
+    nm = sub.add_parser("names", help="the map from llama.cpp's graph names to HF-style module names",
+                        description="Print, per architecture, llama.cpp's graph name of every intermediate and "
+                                    "the HF-style module name whose output is the same tensor; dumps may use either.")
+    nm.add_argument("--arch", default=None, help="one architecture (default: all mapped)")
+    for parser in (f, p, la, nm):
         parser.set_defaults(handler=run)
 
 
@@ -106,26 +118,29 @@ def forward(args: argparse.Namespace) -> int:
     return 0
 
 
-def _load_logits(path: Path) -> tuple[np.ndarray, np.ndarray | None]:
-    try:
-        z = np.load(path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise ValueError(f"{path}: not logits (.npz with 'logits', or .npy) nor a llama-perplexity KL-divergence "
-                         f"base file ({exc.__class__.__name__})") from None
-    if isinstance(z, np.ndarray):
-        return z, None
-    with z:
-        if "logits" not in z:
-            raise ValueError(f"{path}: no 'logits' array (keys: {', '.join(z.files)})")
-        return z["logits"], (z["tokens"] if "tokens" in z else None)
+def _run(path: Path, args: argparse.Namespace) -> Any:
+    """The run at ``path`` (reports.dumps), HF-style names read for --arch, else --model's architecture."""
+    from reports.dumps import read_run
+
+    arch = args.arch
+    if arch is None and getattr(args, "model", None) is not None:
+        from oracle.models import load_model
+
+        arch = load_model(args.model).hp.arch
+    return read_run(path, arch)
+
+
+def _load_logits(path: Path, args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray | None]:
+    run = _run(path, args)
+    return run.logits(path), run.tokens
 
 
 def parity(args: argparse.Namespace) -> int:
     from oracle.models.parity import compare, report_lines
     from reports import kld_base
 
-    test, t_tokens = _load_logits(args.test)
-    if kld_base.is_kld_base(args.ref):
+    test, t_tokens = _load_logits(args.test, args)
+    if args.ref.is_file() and kld_base.is_kld_base(args.ref):
         base = kld_base.read(args.ref)
         rows = base.rows()
         if test.shape[0] == base.n_chunk * base.n_ctx:
@@ -135,7 +150,7 @@ def parity(args: argparse.Namespace) -> int:
                              f"{base.n_chunk * base.n_ctx} (every evaluated position) or {rows.size} (the scored ones)")
         res = compare(base.logprobs, test, base.next_tokens(), ref_is_logprob=True, floor=kld_base.FLOOR)
     else:
-        ref, r_tokens = _load_logits(args.ref)
+        ref, r_tokens = _load_logits(args.ref, args)
         if r_tokens is not None and t_tokens is not None and not np.array_equal(r_tokens, t_tokens):
             raise ValueError("REF and TEST were run on different tokens")
         tokens = r_tokens if r_tokens is not None else t_tokens
@@ -154,29 +169,25 @@ def parity(args: argparse.Namespace) -> int:
     return 1 if fails else 0
 
 
-def _tensors(path: Path) -> dict[str, np.ndarray]:
-    with np.load(path) as z:
-        return {k: z[k] for k in z.files if z[k].dtype.kind == "f" and k != "logits"} | \
-               ({"result_output": z["logits"]} if "logits" in z else {})
-
-
 def layers(args: argparse.Namespace) -> int:
     from oracle.models.layers import OP_WHAT, compare, growth, norm_weights
 
     threshold: Any = args.threshold
+    ref, test = _run(args.ref, args), _run(args.test, args)
     if args.error_model is not None:
         if args.model is None:
             raise ValueError("--error-model needs --model (the GGUF both runs used)")
         from oracle.models import load_model
         from properties.api import envelope
 
-        with np.load(args.ref) as z:
-            if "tokens" not in z:
-                raise ValueError(f"{args.ref}: no 'tokens' array: --error-model needs the tokens of the run")
-            toks = z["tokens"]
-        bounds = envelope(load_model(args.model), toks, args.error_model).tensor_bounds()
-        threshold = defaultdict(lambda: args.threshold, bounds)
-    rows, first = compare(_tensors(args.ref), _tensors(args.test), threshold)
+        toks = ref.tokens
+        if toks is None:
+            raise ValueError(f"{args.ref}: no token ids (a 'tokens' array, tokens.npy or tokens.txt): "
+                             "--error-model needs the tokens of the run")
+        model, engine = load_model(args.model), args.error_model
+        env = envelope(model, toks, engine)
+        threshold = defaultdict(lambda: args.threshold, env.tensor_bounds())
+    rows, first = compare(ref.tensors, test.tensors, threshold)
     if not rows:
         raise ValueError("REF and TEST share no named tensor")
     print(f"{'tensor':<18} {'cosine':>10} {'rel err':>10} {'rms rel':>10} {'norm ratio':>10}")
@@ -192,6 +203,10 @@ def layers(args: argparse.Namespace) -> int:
         for s in norm_weights({n: m.weight(n) for n in m.stored if n.endswith("norm.weight")}):
             print(f"norm weights {s['tensor']:<34} mean|w| {s['mean_abs']:.4g}  max|w| {s['max_abs']:.4g}  "
                   f"gain {s['gain']:.3g}")
+    if args.error_model is not None:  # drift or bug, in words, with each layer's norm amplification
+        from properties.api import layers_verdict
+
+        print("\n".join(layers_verdict(rows, engine, env, model).lines()))
     if first is None:
         print("logitcheck layers: no tensor beyond " + (f"relative error {args.threshold:g}" if args.error_model is None
                                                         else f"the {args.error_model} error model's bounds"))
@@ -203,9 +218,25 @@ def layers(args: argparse.Namespace) -> int:
     return 1
 
 
+def names(args: argparse.Namespace) -> int:
+    from oracle.models.layers import OP_WHAT
+    from oracle.models.names import ALIASES, HF_NAMES, table
+
+    archs = list(HF_NAMES) if args.arch is None else [args.arch]
+    tables = [table(a) for a in archs]  # ValueError for an architecture with no map
+    width = max(len(h or "") for t in tables for _, h in t) + 2
+    print(f"{'llama.cpp':<18}" + "".join(f"{a:<{width}}" for a in archs) + "what")
+    for i, (graph, _) in enumerate(tables[0]):
+        op = graph.removesuffix("-N")
+        print(f"{graph:<18}" + "".join(f"{t[i][1] or '-':<{width}}" for t in tables) + OP_WHAT.get(op, op))
+    print("-: no module returns this tensor; dump it under the llama.cpp name. Also accepted: " +
+          ", ".join(f"{k} = {v}" for k, v in ALIASES.items()) + ". N: the layer, from 0.")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        return {"forward": forward, "parity": parity, "layers": layers}[args.command](args)
+        return {"forward": forward, "parity": parity, "layers": layers, "names": names}[args.command](args)
     except (ValueError, OSError, KeyError) as exc:
         print(f"logitcheck {args.command}: {exc}", file=sys.stderr)
         return 2

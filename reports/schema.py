@@ -23,10 +23,13 @@ Top level::
                   reason (skip reason, or the failure's crash line then the trace's head and tail,
                   <= 2,000 characters), judged (true when the test takes the implementation: impl,
                   oimpl or qimpl; the first screen counts what judged it); failed rows also carry
-    failure           {property, why, case, worst_u, bound_u, ratio}: from the check's "WHY ... CASE ..."
-                      message; the case is hypothesis' shrunk example (its repr is a replay recipe);
-                      worst_u / bound_u only when the property measures an error in units of u
-    reproduce         the one-line command for this test
+    failure           the fields of the check's ``properties.failure.Failure``: {property, record, dtype,
+                      case, why, category, rerun, and error_u, bound_u, ratio only when the property
+                      measured an error in units of u}; the case is hypothesis' shrunk example (its
+                      repr is a replay recipe); category is one of ``failure.CATEGORIES``. A failure
+                      that is no Failure (a bare assert) has only case: hypothesis' falsifying example.
+                      Files written before these fields carry worst_u for error_u
+    reproduce         the one-line command for this test (the failure's rerun)
   worst_error     one row per (record, property, dtype) that measured an error in u:
     worst_u, bound_u, ratio  the example closest to (or furthest past) its bound; ratio = worst_u / bound_u
     n                 examples measured

@@ -21,7 +21,7 @@ from reports.tables import esc, generic
 
 # Modules whose @section functions make up the page; another area adds its module here.
 SECTION_MODULES = ("reports.builtin_sections", "reports.distributions", "reports.parity_section", "reports.backend",
-                   "reports.calibration")
+                   "reports.calibration", "reports.drift_section")
 
 
 @dataclass

@@ -69,9 +69,10 @@ def area_tiles(verdicts: list[Verdict]) -> str:
 
 
 def _error_line(f: dict[str, Any]) -> str:
-    if "worst_u" not in f:
+    measured = "error_u" if "error_u" in f else "worst_u"  # results written before the Failure fields
+    if measured not in f:
         return ""
-    worst, bound, ratio = as_float(f.get("worst_u")), as_float(f.get("bound_u")), as_float(f.get("ratio"))
+    worst, bound, ratio = as_float(f.get(measured)), as_float(f.get("bound_u")), as_float(f.get("ratio"))
     width = 100 if not math.isfinite(ratio) else min(100.0, 100 * ratio / max(ratio, 1.0))
     mark = 100 / max(ratio, 1.0) if math.isfinite(ratio) else 0
     return (f'<div class="err"><b>error {esc(fmt_num(worst))} u</b> against a bound of {esc(fmt_num(bound))} u '
@@ -92,6 +93,7 @@ def failure_item(i: int, t: dict[str, Any], meta: dict[str, Any]) -> str:
     first, _, rest = reason.partition("\n")
     area = BY_KEY[area_of(str(t.get("nodeid", "")))].title
     prop = f.get("property") or str(t.get("nodeid", "?")).rsplit("::", 1)[-1]
+    prop += "".join(f" · {x}" for x in (f.get("dtype"), f.get("category")) if x)
     why = f'<p class="crash">{esc(truncate(str(f.get("why") or first), 500))}</p>'
     case = f'<div class="case">shrunk case <code>{esc(truncate(str(f["case"]), 400))}</code></div>' if f.get("case") else ""
     opened = " open" if i < OPEN_FAILURES else ""

@@ -1,5 +1,5 @@
-"""gpu_impl.models: the whole-model forward pass of small GGUF decoders (llama, qwen3, gemma2) as
-an engine runs it, from gpu_impl.ops and gpu_impl.quants (never from oracle), in float32 or with
+"""gpu_impl.models: the whole-model forward pass of small GGUF decoders (llama, qwen3, gemma2, gemma3,
+gemma3n, gemma4) as an engine runs it, from gpu_impl.ops and gpu_impl.quants (never from oracle), in float32 or with
 float16 activations and weights.
 
 * ``Checkpoint(path, dtype="float32"|"float16", xp=numpy|cupy)``: config and device weights.

@@ -16,9 +16,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
-OP_ORDER = ("embd", "inp_scaled", "attn_norm", "Qcur_normed", "Kcur_normed", "Qcur", "Kcur", "Vcur", "kqv_out",
-            "attn_out", "attn_post_norm", "ffn_inp", "sa_out", "ffn_norm", "ffn_gate", "ffn_up", "ffn_swiglu",
-            "ffn_geglu", "ffn_out", "ffn_post_norm", "l_out", "result_norm", "result_output")
+OP_ORDER = ("embd", "inp_scaled", "per_layer_proj", "inp_per_layer", "inp_stacked", "predictions", "attn_norm",
+            "laurel_out", "Qcur_normed", "Kcur_normed", "Qcur", "Kcur", "Vcur", "Vcur_normed", "kqv_out", "attn_out",
+            "attn_post_norm", "attn_gated", "attn_laurel", "ffn_inp", "sa_out", "ffn_norm", "ffn_gate", "ffn_up",
+            "ffn_gate_sparse", "ffn_swiglu", "ffn_geglu", "ffn_out", "ffn_post_norm", "attn_ffw_laurel_gated",
+            "innovation", "corrected", "altup_first", "res_out", "pe_in", "pe_gate", "pe_geglu", "pe_proj",
+            "per_layer_embd_out", "pe_out", "out_scaled", "l_out", "unembd_merged", "result_norm", "result_output")
 OP_WHAT = {"embd": "embedding lookup", "inp_scaled": "embedding scale", "attn_norm": "RMSNorm before attention",
            "Qcur_normed": "q head norm", "Kcur_normed": "k head norm", "Qcur": "q projection + RoPE",
            "Kcur": "k projection + RoPE", "Vcur": "v projection", "qkv": "fused q/k/v projection",
@@ -28,7 +31,18 @@ OP_WHAT = {"embd": "embedding lookup", "inp_scaled": "embedding scale", "attn_no
            "ffn_norm": "RMSNorm before MLP",
            "ffn_gate": "gate projection", "ffn_up": "up projection", "ffn_swiglu": "SwiGLU", "ffn_geglu": "GeGLU",
            "ffn_out": "down projection", "ffn_post_norm": "RMSNorm after MLP", "l_out": "residual add (MLP)",
-           "result_norm": "final RMSNorm", "result_output": "output projection (+ final softcap)"}
+           "result_norm": "final RMSNorm", "result_output": "output projection (+ final softcap)",
+           "per_layer_proj": "per-layer input projection + RMSNorm", "inp_per_layer": "per-layer inputs",
+           "Vcur_normed": "v head norm (no weight)", "res_out": "residual add (MLP)", "pe_in": "residual add (MLP)",
+           "pe_gate": "per-layer gate projection", "pe_geglu": "per-layer GELU gate × layer input",
+           "pe_proj": "per-layer projection", "per_layer_embd_out": "per-layer projection + RMSNorm",
+           "pe_out": "residual add (per-layer embedding)", "out_scaled": "layer output scale",
+           "inp_stacked": "AltUp streams from the embedding", "predictions": "AltUp prediction of every stream",
+           "laurel_out": "LAuReL low-rank branch + input", "attn_gated": "residual add (attention, stream 0)",
+           "attn_laurel": "(attention + LAuReL) / √2", "ffn_gate_sparse": "Gaussian top-k of the gate",
+           "attn_ffw_laurel_gated": "residual add (MLP)", "innovation": "block output − predicted stream 0",
+           "corrected": "AltUp correction of every stream", "altup_first": "corrected stream 0 × correct scale",
+           "unembd_merged": "AltUp streams merged"}
 _NAME = re.compile(r"^(.*?)(?:-(\d+))?$")
 
 
@@ -38,7 +52,7 @@ def split_name(name: str) -> tuple[str, int]:
     op, layer = m.group(1), m.group(2)
     if layer is not None:
         return op, int(layer)
-    return op, (-1 if op in ("embd", "inp_scaled") else 10**6)
+    return op, (-1 if op in ("embd", "inp_scaled", "per_layer_proj", "inp_per_layer", "inp_stacked") else 10**6)
 
 
 def graph_order(names: list[str]) -> list[str]:

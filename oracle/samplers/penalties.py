@@ -70,7 +70,7 @@ class LogitBias(Sampler):
         in_vocab = cur.ids < self.n_vocab
         cur.logits = cur.logits + np.where(in_vocab, bias[np.minimum(cur.ids, self.n_vocab - 1)], 0.0)
         # llama.cpp leaves ``sorted`` set here, so a later top_k/top_p/min_p trusts a stale order
-        # (finding logit-bias-stale-sorted, replayed against llama.cpp in properties/peers/findings.py).
+        # (finding logit-bias-stale-sorted, replayed against llama.cpp in properties/peers/llama_cpp/findings.py).
         # The spec invalidates the order, as every other logit-changing sampler does.
         cur.sorted = False
 

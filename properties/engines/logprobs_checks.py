@@ -37,7 +37,8 @@ import numpy as np
 from hypothesis import strategies as st
 
 from oracle import logprobs as olp
-from properties import PropertyFailure
+from properties.failure import Failure
+from properties.property import Property
 from properties.measure import scaled_error
 from properties.numerics import F32_TINY, FTZ_FLOOR, U32
 from properties.ops.models import log_softmax_model
@@ -142,8 +143,9 @@ def exact(x32: np.ndarray) -> Exact:
     return Exact(lp, scale, bound)
 
 
-def fail(prop: str, case: Any, why: str) -> None:
-    raise PropertyFailure(f"WHY  {prop}: {why}\nCASE {case!r}")
+def fail(prop: str, case: Any, why: str, report: Any = None, category: str = "") -> None:
+    """The logprob property ``prop`` said no on ``case`` (``report``: the error in u it measured)."""
+    raise Failure(why, property=prop, record="logprobs", case=case, report=report, category=category)
 
 
 def judge_values(prop: str, case: Any, got: np.ndarray, m: Exact, rows: np.ndarray, cols: np.ndarray,
@@ -153,9 +155,9 @@ def judge_values(prop: str, case: Any, got: np.ndarray, m: Exact, rows: np.ndarr
     ex, sc, bd = m.lp[rows, cols], m.scale[rows, cols], m.bound[rows, cols]
     if np.isnan(got).any():
         fail(prop, case, f"{what}: NaN logprob at {np.argwhere(np.isnan(got))[0].tolist()}")
-    _, _, why = scaled_error(got, ex, sc, bd)
+    rep, _, why = scaled_error(got, ex, sc, bd)
     if why:
-        fail(prop, case, f"{what}: {why}")
+        fail(prop, case, f"{what}: {why}", rep)
     zero = got == 0.0
     if zero.any():
         gap = -np.expm1(ex[zero])  # 1 - p, exactly
@@ -174,7 +176,7 @@ def judge_top_n(prop: str, case: Any, x32: np.ndarray, n: int, ids: Any, lps: An
     ids, lps = np.asarray(ids), np.asarray(lps)
     B, V = x32.shape
     if ids.shape != (B, n) or lps.shape != (B, n):
-        fail(prop, case, f"shapes {ids.shape}, {lps.shape}: expected ({B}, {n}) each")
+        fail(prop, case, f"shapes {ids.shape}, {lps.shape}: expected ({B}, {n}) each", category="contract")
     if not np.issubdtype(ids.dtype, np.integer):
         fail(prop, case, f"ids are {ids.dtype}, not integers")
     if ((ids < 0) | (ids >= V)).any():
@@ -307,21 +309,15 @@ def check_processed(sub, case: ProcessedCase) -> None:
                                         f"({gap / U32:.3g} u off, allowed {allowed / U32:.3g} u)")
 
 
-@dataclass(frozen=True)
-class LpProperty:
-    name: str
-    draw: Callable[[], st.SearchStrategy]
-    body: Callable[[Any, Any], None]
-    uses: frozenset[str]
-    max_examples: int | None = None
-
-    def __repr__(self) -> str:
-        return self.name
+def _lp_property(name: str, draw: Callable[[], st.SearchStrategy], body: Callable[[Any, Any], None],
+                 uses: frozenset[str]) -> Property:
+    """A logprob property: judged at one point (its draw varies engines and rows itself)."""
+    return Property(name, lambda point, **scope: draw(), lambda impl, point, case: body(impl, case), uses)
 
 
 PROPERTIES = (
-    LpProperty("top_n", cases, check_top_n, frozenset({"logprobs_top_n"})),
-    LpProperty("logprob_of", cases, check_logprob_of, frozenset({"logprobs_of"})),
-    LpProperty("processed_vs_raw", processed_cases, check_processed,
+    _lp_property("top_n", cases, check_top_n, frozenset({"logprobs_top_n"})),
+    _lp_property("logprob_of", cases, check_logprob_of, frozenset({"logprobs_of"})),
+    _lp_property("processed_vs_raw", processed_cases, check_processed,
                frozenset({"logprobs_of", "logprobs_top_n", "vllm_chain", "hf_chain", "llama_cpp_chain"})),
 )

@@ -22,6 +22,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from oracle.candidates import TokenDataArray, ascending_order
+from oracle.engines import candle as o_candle
 from oracle.engines import mistralrs as o_mistralrs
 from oracle.engines import transformers as o_hf
 from oracle.engines import vllm as o_vllm
@@ -35,7 +36,6 @@ from properties.samplers.windows import typical_key, typical_order
 from properties.numerics import U32, entropy_bound, exp_u, mass_bound, softmax_model
 from properties.samplers.strategies import per_row
 
-ENGINE_NAMES = ("transformers", "vllm", "mistral.rs", "candle")
 _SUB: dict[tuple[str, str], Impl] = {}
 
 
@@ -314,8 +314,11 @@ def _mistralrs_records() -> list[SamplerRecord]:
     return [rec]
 
 
-_BUILD = {"transformers": _hf_records, "vllm": _vllm_records, "mistral.rs": _mistralrs_records,
-          "candle": _candle_records}
+# one entry per engine variant of ``oracle.engines.ENGINES`` (llama.cpp's records are the
+# catalogue's own); properties/meta/test_catalogue.py checks the two name the same engines
+_BUILD = {o_hf.NAME: _hf_records, o_vllm.NAME: _vllm_records, o_mistralrs.NAME: _mistralrs_records,
+          o_candle.NAME: _candle_records}
+ENGINE_NAMES = tuple(_BUILD)
 
 
 def engine_records(engine: str) -> list[SamplerRecord]:

@@ -22,9 +22,9 @@ from properties.plugin import covered
 @pytest.mark.parametrize("prop", PROPERTIES, ids=str)
 @given(data=st.data())
 def test_logprobs_property(impl, prop, data):
-    case = data.draw(prop.draw(), label="case")
+    case = data.draw(prop.example(), label="case")
     with covered():
-        prop.body(engines_impl(impl), case)
+        prop.judge(engines_impl(impl), case)
     recording.note("engines:logprobs", prop.name, "float32")
 
 

@@ -38,12 +38,14 @@ def worst_row(rng: np.random.Generator, record: str, prop: str, dtype: str, test
 def failed_test(nodeid: str, record: str, worst_u: float, bound_u: float) -> dict[str, Any]:
     case = f"Case(family='flat', vocab=32000, dtype='float16', seeds=(7,), params={{'p': [0.9]}})"
     why = f"worst error {worst_u:.3g} u at index 12 (model allows {bound_u:.3g} u)"
+    rerun = f"python -m pytest '{nodeid}' --hypothesis-profile=nightly --hypothesis-seed=3"
     return {"nodeid": nodeid, "outcome": "failed", "duration": 3.2,
             "reason": f"{nodeid.split('::')[0]}:17: PropertyFailure: WHY  impl≡oracle probabilities[{record}] "
                       f"row 0: {why}\n\nTraceback ...\nCASE {case}",
-            "failure": {"property": f"impl≡oracle probabilities[{record}] row 0", "why": why, "case": case,
-                        "worst_u": worst_u, "bound_u": bound_u, "ratio": worst_u / bound_u},
-            "reproduce": f"python -m pytest '{nodeid}' --hypothesis-profile=nightly --hypothesis-seed=3"}
+            "failure": {"property": f"impl≡oracle probabilities[{record}] row 0", "record": record,
+                        "dtype": "float16", "why": why, "case": case, "category": "error bound",
+                        "error_u": worst_u, "bound_u": bound_u, "ratio": worst_u / bound_u, "rerun": rerun},
+            "reproduce": rerun}
 
 
 def results(n_tests: int = 60, n_records: int = 12, examples: int = 400, seed: int = 0,

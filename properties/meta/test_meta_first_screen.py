@@ -7,7 +7,9 @@ import re
 import pytest
 
 from properties.meta import synthetic
-from properties.recording import failure_details
+from properties.failure import Failure
+from properties.measure import ErrorReport
+from properties.recording import failure_fields
 from reports.areas import AREAS, area_of, verdicts
 from reports.render import render
 from reports.schema import problems
@@ -68,16 +70,31 @@ def test_passing_run_first_screen():
     assert "1 function(s) NOT COVERED" in top
 
 
-def test_failure_details_read_the_checks_messages():
-    d = failure_details("WHY  impl≡oracle logits[temp] row 1: worst error 3.5 u at index 9 (model allows 2 u)\n"
-                        "CASE Case(family='zipf', vocab=64)")
-    assert d == {"property": "impl≡oracle logits[temp] row 1", "why": "worst error 3.5 u at index 9 (model allows 2 u)",
-                 "case": "Case(family='zipf', vocab=64)", "worst_u": 3.5, "bound_u": 2.0, "ratio": 1.75}
-    ops = failure_details("WHY  rms_norm: error 1e+03 u at (0, 3) exceeds the model's 13.5 u (impl 1.0)\nCASE OpCase()")
-    assert ops["worst_u"] == 1000.0 and ops["bound_u"] == 13.5
-    exact = failure_details("WHY  top_k survivors: kept 3, must keep 2\nCASE c")
-    assert "worst_u" not in exact and exact["case"] == "c"
-    assert failure_details("assert 1 == 2", "Falsifying example: test_x(n=3)")["case"] == "Falsifying example: test_x(n=3)"
+def test_failure_fields_are_read_off_the_exception():
+    """A Failure's fields as the results row holds them; its message is derived from them."""
+    rep = ErrorReport(3.5, 2.0, 9)
+    f = Failure(rep.describe(), property="impl≡oracle logits", record="temp", case=_Drawn(), row=1, report=rep)
+    assert str(f) == "WHY  impl≡oracle logits[temp] row 1: worst error 3.5 u at index 9 (model allows 2 u)\n" \
+                     "CASE Case(family='zipf', vocab=64)"
+    assert failure_fields(f) == {"property": "impl≡oracle logits[temp] row 1", "record": "temp", "dtype": "float16",
+                                 "case": "Case(family='zipf', vocab=64)", "category": "error bound", "rerun": "",
+                                 "why": "worst error 3.5 u at index 9 (model allows 2 u)",
+                                 "error_u": 3.5, "bound_u": 2.0, "ratio": 1.75}
+    exact = failure_fields(Failure("kept 3, must keep 2", property="top_k survivors", case="c"))
+    assert "error_u" not in exact and exact["case"] == "c" and exact["category"] == "exact"
+    group = ExceptionGroup("two bugs", [ValueError("x"), f])  # hypothesis' report of several failures
+    assert failure_fields(group)["record"] == "temp"
+    assert failure_fields(AssertionError("assert 1 == 2"), ("Falsifying example: test_x(n=3)",)) == \
+        {"case": "Falsifying example: test_x(n=3)"}
+    with pytest.raises(ValueError, match="category"):
+        Failure("?", property="p", category="flaky")
+
+
+class _Drawn:
+    dtype = "float16"
+
+    def __repr__(self) -> str:
+        return "Case(family='zipf', vocab=64)"
 
 
 def test_sections_register_and_show_not_run():

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from properties import recording
@@ -19,19 +20,20 @@ TEST_A = '''
 from hypothesis import given, strategies as st
 from properties import recording
 from properties.measure import ErrorReport
+from properties.samplers import checks
+from properties.samplers.strategies import Case
+from properties.meta.test_meta_results import skewed_softmax
 
 @given(st.integers(0, 1000))
 def test_measured(x):
-    case = f"Case(x={x})"
-    recording.note("rec_a", "impl_vs_oracle", "float32", ErrorReport(x / 100, 20.0, 0))
+    recording.note("rec_a", "impl_vs_oracle", "float32", ErrorReport(x / 100, 20.0, 0), f"Case(x={x})")
     recording.note("exact_rec", "exact", "float32")
     recording.table("table_a", {"x": 1})
 
 @given(st.integers(0, 1000))
-def test_fails(x):
-    if x > 500:
-        raise AssertionError(f"WHY  impl≡oracle logits[rec_a] row 0: worst error {x / 10:.3g} u at index 3 "
-                             f"(model allows 20 u)\\nCASE Case(x={x})")
+def test_fails(seed):  # no local is named like a drawn case: the check's Failure carries it
+    if seed > 500:
+        checks.check_softmax_invariants(skewed_softmax, Case("zipf", 16, "float32", (seed,)), 0)
 '''
 TEST_B = '''
 from hypothesis import given, strategies as st
@@ -42,7 +44,7 @@ ROWS = []
 @given(st.integers(0, 1000))
 def test_b(x):
     recording.note("rec_b", "p", "float16", ErrorReport(float(x), 10.0, 0))
-    recording.note("rec_a", "impl_vs_oracle", "float32", ErrorReport(x / 50, 20.0, 0))
+    recording.note("rec_a", "impl_vs_oracle", "float32", ErrorReport(x / 50, 20.0, 0), f"x={x}")
     ROWS.append(x)
     recording.table("table_b", [{"rows": "some"}])
 '''
@@ -65,12 +67,20 @@ LEAN_PYTEST = [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-p", "prop
                "-p", "no:cacheprovider", "-q"]
 
 
+def skewed_softmax(fn: str, x: np.ndarray) -> np.ndarray:
+    """A softmax whose probabilities are all 0.1 % high (Σp = 1.001): a bug the softmax check
+    measures in u against its normaliser's bound."""
+    z = np.exp(x.astype(np.float64) - x.max(axis=-1, keepdims=True))
+    return (z / z.sum(axis=-1, keepdims=True) * 1.001).astype(np.float32)
+
+
 def _run(tmp: Path, *extra: str) -> dict:
     out = tmp / f"results{len(extra)}.json"
     proc = subprocess.run([*LEAN_PYTEST, "-p", "_hypothesis_pytestplugin", "--hypothesis-profile=ci",
                            "--lc-results", str(out), *extra],
                           cwd=tmp, env=LEAN_ENV, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # test_fails fails, nothing else
+    (tmp / f"stdout{len(extra)}.txt").write_text(proc.stdout)
     return json.loads(out.read_text())
 
 
@@ -86,22 +96,47 @@ def _comparable(results: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> tuple[dict, dict]:
+def runs(tmp_path_factory) -> tuple[dict, dict, Path]:
     pytest.importorskip("xdist", reason="pytest-xdist is in the test extra: pip install -e '.[test]'")
     tmp = tmp_path_factory.mktemp("xdist")
     (tmp / "test_a.py").write_text(textwrap.dedent(TEST_A))
     (tmp / "test_b.py").write_text(textwrap.dedent(TEST_B))
-    return _run(tmp), _run(tmp, "-n", "2")
+    return _run(tmp), _run(tmp, "-n", "2"), tmp
 
 
 def test_plugin_output_follows_the_schema(runs):
-    one, _ = runs
+    one, _, _ = runs
     assert problems(one) == []
     failed = next(t for t in one["tests"] if t["outcome"] == "failed")
-    assert failed["failure"] == {"property": "impl≡oracle logits[rec_a] row 0", "case": "Case(x=501)",
-                                 "why": "worst error 50.1 u at index 3 (model allows 20 u)",
-                                 "worst_u": 50.1, "bound_u": 20.0, "ratio": 50.1 / 20.0}
-    assert failed["reproduce"] == "python -m pytest test_a.py::test_fails --hypothesis-profile=ci"
+    rerun = "python -m pytest test_a.py::test_fails --hypothesis-profile=ci"
+    assert failed["reproduce"] == rerun
+    assert failed["failure"] == _shrunk_failure(rerun)
+
+
+def _shrunk_failure(rerun: str) -> dict:
+    """The fields of the Failure test_a.py's check raises on its shrunk example (seed 501)."""
+    from properties.failure import Failure
+    from properties.samplers import checks
+    from properties.samplers.strategies import Case
+
+    with pytest.raises(Failure) as caught:
+        checks.check_softmax_invariants(skewed_softmax, Case("zipf", 16, "float32", (501,)), 0)
+    caught.value.rerun = rerun
+    return caught.value.fields()
+
+
+def test_a_checks_failure_reaches_the_results_row_with_every_field(runs):
+    """Property, record, dtype, case, error and bound in u, category and rerun command: read off the
+    check's exception, not its message; the test body names no local ``case`` or ``example``."""
+    one, _, tmp = runs
+    f = next(t for t in one["tests"] if t["outcome"] == "failed")["failure"]
+    assert f["property"] == "softmax invariants row 0" and f["record"] == "softmax" and f["dtype"] == "float32"
+    assert f["case"] == "Case(family='zipf', vocab=16, dtype='float32', seeds=(501,), params={})"
+    assert f["category"] == "error bound" and f["error_u"] > f["bound_u"] > 0 and f["ratio"] > 1
+    assert f["rerun"] == "python -m pytest test_a.py::test_fails --hypothesis-profile=ci"
+    out = (tmp / "stdout0.txt").read_text()  # the terminal summary ends with the case and its rerun
+    tail = out[out.index("logitcheck: failing cases"):]
+    assert f["case"] in tail and f"rerun {f['rerun']}" in tail and "short test summary" not in tail
     rec_a = next(w for w in one["worst_error"] if w["record"] == "rec_a")
     assert rec_a["n"] == 80 and sum(rec_a["ratio_hist"].values()) == 80  # 40 examples from each test
     worst = rec_a["worst_cases"][0]  # test_b's x / 50 beats test_a's x / 100: the case names its x
@@ -112,7 +147,7 @@ def test_plugin_output_follows_the_schema(runs):
 
 
 def test_xdist_workers_merge_into_the_same_results(runs):
-    one, two = runs
+    one, two, _ = runs
     assert two["meta"]["workers"] == 2
     assert _comparable(one) == _comparable(two)
 

@@ -3,7 +3,7 @@ units of each engine's unit roundoff, propagated through the model by the oracle
 
 Every op of the pass may round: the engine model below states, per op, the size of the error a
 correct implementation may make (in units of u, the same terms as the op-level models of
-properties/catalogue/op_models.py: a dot product of K terms, a norm's n-term sum of squares,
+properties/ops/models.py: a dot product of K terms, a norm's n-term sum of squares,
 RoPE's angle error growing with the position, an activation's few u, one rounding per sum).
 How these errors reach the logits depends on the model (norms divide them out, attention mixes
 them, residual sums keep them), so the model is run: ``envelope`` repeats the oracle's forward
@@ -15,6 +15,11 @@ ratios are stated in properties/models/README.md.
 
 Dot products use the probabilistic size √K·u·Σ|w·x| (mixed-sign terms, blocked SIMD or tree
 order; calibration.md §2); sums of positive terms (a norm's squares) use the worst case n·u.
+An RMSNorm's rounding is mostly one factor per row: every engine computes the row's Σx² and
+its rsqrt once (k terms worst case, then a few u), and only the two products x·scale·w round
+per element. Modelled as independent per-element noise of the row factor's size, a large norm
+weight (Gemma's reach ~300) would multiply a bound no correct engine comes near, and bugs of
+a few hundred u (an exact GELU for a tanh one) would pass as drift.
 
 Engines
 - ``llama.cpp-cpu``: fp32 compute, plus what llama.cpp's CPU backend does on purpose: an
@@ -51,9 +56,15 @@ OP_U = {
     "softcap": lambda s: 8.0,
     "add": lambda s: 1.0,
     "glu": lambda s: 10.0,
-    "rms_norm": lambda s: (s.k + 2) / 2 + 12,
+    "rms_norm": lambda s: 3.0,  # per element: the scale rounded to float, x·scale, ·w (the row: norm_row_u)
     "matmul": lambda s: math.sqrt(s.k) + 2,
 }
+
+
+def norm_row_u(site: Site) -> float:
+    """An RMSNorm row's common factor: Σx² over k terms (worst case (k + 2)/2 u on the rsqrt),
+    the mean, + eps, the rsqrt and its use: 10 u."""
+    return (site.k + 2) / 2 + 10
 
 
 @dataclass(frozen=True)
@@ -105,7 +116,7 @@ def _op_width(engine: Engine, site: Site, x: np.ndarray) -> np.ndarray:
         width = U32 * np.where(idx >= 0, angle + 12, 0.0) * mag
     elif site.op == "attention":
         width = _attention_width(site, x)
-    elif site.op == "glu" and engine.gelu_table and site.name.startswith("ffn_geglu"):
+    elif site.op == "glu" and engine.gelu_table and site.name.startswith(("ffn_geglu", "pe_geglu")):
         width = (GELU_SLOPE + 1) * U16 * mag + 10 * U32 * mag
     else:
         width = U32 * OP_U[site.op](site) * mag
@@ -139,7 +150,10 @@ def noise_hook(engine: Engine, rng: np.random.Generator):
             width = _op_width(engine, site, x)
         if width is None or not np.any(width):
             return x
-        return x + width * rng.uniform(-1.0, 1.0, x.shape)
+        noisy = x + width * rng.uniform(-1.0, 1.0, x.shape)
+        if site.op == "rms_norm":
+            noisy = noisy + x * (U32 * norm_row_u(site)) * rng.uniform(-1.0, 1.0, (*x.shape[:-1], 1))
+        return noisy
     return hook
 
 

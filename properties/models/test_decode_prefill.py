@@ -1,5 +1,7 @@
 """Incremental decoding through the KV cache equals a full prefill, at every position: for the
-oracle, for gpu_impl and for the real llama.cpp (fed token by token with llama_decode).
+oracle, for gpu_impl and for the real llama.cpp (fed token by token with llama_decode). The live
+llama.cpp prefill is also held to the oracle at every tensor its graph names (the goldens keep
+only the residual stream): each within the llama.cpp error model's bound.
 
 Bounds: the oracle computes both ways in float64, so they may differ by float64 roundings: the
 float32 engine's envelope scaled by 2^-53 / 2^-24. An engine's prefill and its decode are each
@@ -18,16 +20,17 @@ import numpy as np
 import pytest
 
 import gpu_impl.models as gm
-from fixtures import goldens
+from fixtures import gguf_gen, goldens
 from oracle.models import forward, stepwise
+from oracle.models.layers import compare
 from properties.models import runs
 
 ROOT = Path(__file__).resolve().parents[2]
 F64_OVER_F32 = 2.0**-53 / 2.0**-24
-LIVE = [(a, w) for a in ("llama", "qwen3", "gemma2") for w in ("F32", "Q8_0")]
+LIVE = [(a, w) for a in gguf_gen.ARCHS for w in ("F32", "Q8_0")]
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3", "gemma2"])
+@pytest.mark.parametrize("arch", gguf_gen.ARCHS)
 @pytest.mark.parametrize("chunk", [1, 7])
 def test_oracle_decode_equals_prefill(arch, chunk):
     m = runs.model(arch, "F32")
@@ -37,8 +40,9 @@ def test_oracle_decode_equals_prefill(arch, chunk):
     assert np.array_equal(steps.positions, np.arange(len(runs.TOKENS)))
 
 
-GPU_CASES = [(a, w, "float32") for a in ("llama", "qwen3", "gemma2") for w in ("F32", "Q4_K")] + \
-    [(a, "F16", "float16") for a in ("llama", "qwen3", "gemma2")]
+# F32 and each family's most quantized fixture in float32; its 16-bit fixture in float16
+GPU_CASES = [(a, w, "float32") for a in gguf_gen.ARCHS for w in ("F32", gguf_gen.wtypes(a)[-1])] + \
+    [(a, gguf_gen.wtypes(a)[1], "float16") for a in gguf_gen.ARCHS]
 
 
 @pytest.mark.parametrize("arch, wtype, dtype", GPU_CASES)
@@ -84,3 +88,20 @@ def test_llama_cpp_decode_equals_prefill_and_golden(llama_runs, arch, wtype):
                           f"{built} (bound {bound:.3g}); if llama.cpp changed, regenerate: {goldens.COMMAND}")
     runs.note(f"{arch}-{wtype}", "llama.cpp live", {"decode_vs_prefill": float(worst.max()),
                                                     "live_vs_golden": float(off), "bound": bound})
+
+
+@pytest.mark.peer
+@pytest.mark.parametrize("arch, wtype", LIVE)
+def test_llama_cpp_every_tensor_within_error_model(llama_runs, arch, wtype):
+    e = runs.env(arch, wtype, "llama.cpp-cpu")
+    with np.load(llama_runs / f"{runs.path(arch, wtype).stem}-c0.npz") as z:
+        live = {k: z[k] for k in z.files}
+    rows, first = compare(e.exact.tensors, live, e.tensor_bounds())
+    seen = {r.name for r in rows}
+    missing = [k for k in e.exact.tensors if k.startswith(("attn_norm-", "kqv_out-", "l_out-")) and k not in seen]
+    assert not missing, f"{arch}-{wtype}: llama.cpp's dump lacks {missing} (its graph names changed?)"
+    assert first is None, (f"{arch}-{wtype}: llama.cpp's {first.name} is {first.rel_err:.3g} from the oracle "
+                           f"(bound {first.threshold:.3g})")
+    worst = max((r for r in rows if r.threshold > 0), key=lambda r: r.rel_err / r.threshold)
+    runs.note(f"{arch}-{wtype}", "llama.cpp tensors", {"tensors": len(rows), "worst": worst.name,
+                                                        "worst_over_bound": worst.rel_err / worst.threshold})

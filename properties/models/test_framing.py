@@ -1,7 +1,7 @@
 """Prompt framing decided from GGUF metadata (oracle.models.framing) equals llama.cpp's
 ``llama_tokenize(text, add_special=True)`` on every vocabulary variant (fixtures/vocab_variants:
 SentencePiece with add_bos/add_eos absent, true or false; byte-level BPE by pre-tokenizer and
-add_bos; WordPiece) and on the three model fixtures. Framing mutants — a prompt that always
+add_bos; WordPiece) and on the model fixtures (one per architecture). Framing mutants — a prompt that always
 ends in EOS, a BOS added against add_bos_token=false — must be caught by the same check.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Callable
 import pytest
 from gguf import GGUFReader
 
-from fixtures import vocab_variants
+from fixtures import gguf_gen, vocab_variants
 from oracle.models.framing import Framing, framing_of
 from properties.models import runs
 
@@ -34,7 +34,7 @@ def llama_tokens(tmp_path_factory) -> dict[str, dict]:
     if importlib.util.find_spec("llama_cpp") is None:
         pytest.skip("llama_cpp (llama-cpp-python) is not importable: pip install 'logitcheck[peers]'")
     files = [str(p) for p in vocab_variants.write_all(tmp_path_factory.mktemp("vocab")).values()]
-    files += [str(runs.path(a, "F32")) for a in ("llama", "qwen3", "gemma2")]
+    files += [str(runs.path(a, "F32")) for a in gguf_gen.ARCHS]
     proc = subprocess.run([sys.executable, "-m", "fixtures.vocab_variants", *files], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"llama.cpp tokenization failed (rc {proc.returncode}): {proc.stderr[-1500:]}"
@@ -60,7 +60,7 @@ def oracle_frame(kv: dict, body: list[int]) -> list[int]:
 def test_framing_matches_llama_tokenize(llama_tokens):
     bad = mismatches(oracle_frame, llama_tokens)
     assert not bad, "\n".join(bad)
-    assert len(llama_tokens) == len(vocab_variants.variants()) + 3
+    assert len(llama_tokens) == len(vocab_variants.variants()) + len(gguf_gen.ARCHS)
 
 
 def always_bos(kv: dict, body: list[int]) -> list[int]:
@@ -79,7 +79,7 @@ def test_framing_mutant_is_caught(llama_tokens, name, mutant):
 
 
 def test_model_fixture_prompts_do_not_end_in_eos():
-    for arch in ("llama", "qwen3", "gemma2"):
+    for arch in gguf_gen.ARCHS:
         f = framing_of(runs.model(arch, "F32").kv)
         framed = f.frame([5, 6, 7])
         assert framed[0] == f.bos == 1 and framed[-1] != f.eos, (arch, framed)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fixtures import goldens
+from fixtures import gguf_gen, goldens
+from oracle.models import forward
 from oracle.models.parity import compare
 from properties.models import runs
 
@@ -68,16 +69,17 @@ def test_oracle_matches_llama_cpp_golden(fixture):
 @pytest.mark.parametrize("arch", sorted({a for a, _ in runs.MODELS}))
 def test_quantized_twins_kld(arch):
     """KL(F32 ‖ quantized) for the oracle (weight quantization alone) and for llama.cpp (plus its
-    activation conversion); more bits, less KL: F16 < Q8_0 < Q4_K for both."""
+    activation conversion); more bits, less KL: F16 < Q8_0 < Q4_K, BF16 < Q8_0, for both."""
     base_o, base_l = runs.env(arch, "F32", "llama.cpp-cpu").exact.logits, goldens.load(arch, "F32")["logits"]
     kl = {}
-    for wtype in ("F16", "Q8_0", "Q4_K"):
+    twins = gguf_gen.wtypes(arch)[1:]
+    for wtype in twins:
         o = compare(base_o, runs.env(arch, wtype, "llama.cpp-cpu").exact.logits).kld.mean()
         ll = compare(base_l, goldens.load(arch, wtype)["logits"]).kld.mean()
         kl[wtype] = (float(o), float(ll))
         runs.note(f"{arch}-{wtype}", "KLD vs F32 twin", {"oracle": float(o), "llama.cpp": float(ll)})
     for side in (0, 1):
-        seq = [kl[w][side] for w in ("F16", "Q8_0", "Q4_K")]
+        seq = [kl[w][side] for w in twins]
         assert seq == sorted(seq) and seq[0] > 0, f"{arch}: twin KLDs not ordered by bits: {kl}"
 
 
@@ -93,6 +95,23 @@ WRONG = [  # (family, what is wrong, Hparams changes, Arch changes): each must f
     ("llama", "RoPE base 5e5 instead of 1e4", {"rope_base": 5e5}, {}),
     ("llama", "attention scale 0.1 % high", {"attn_scale": 0.25 * 1.001}, {}),
     ("llama", "RMSNorm eps 1e-5 instead of 1e-6", {"rms_eps": 1e-5}, {}),
+    ("gemma3", "local layers on the global RoPE base", {"rope_base_swa": 0.0}, {}),
+    ("gemma3", "sliding window on every layer", {"swa_period": 0}, {}),
+    ("gemma3", "no sliding window", {"swa_period": 1}, {}),
+    ("gemma3", "global RoPE scaling ignored", {"rope_scale": 1.0}, {}),
+    ("gemma3", "no q/k head norm", {}, {"qk_norm": False}),
+    ("gemma3", "no embedding scale", {}, {"embed_scaled": False}),
+    ("gemma3", "final softcap 30 (the SWA graph has none)", {"final_softcap": 30.0}, {}),
+    ("gemma4", "rope_freqs ignored on the global layers", {}, {"rope_freqs": False}),
+    ("gemma4", "v not normalised", {}, {"v_norm": False}),
+    ("gemma4", "no per-layer embeddings", {}, {"per_layer_inputs": False}),
+    ("gemma4", "no layer_output_scale", {}, {"output_scale": False}),
+    ("gemma4", "q scaled by 1/sqrt(head_dim)", {"attn_scale": 0.25}, {}),
+    ("gemma4", "final softcap 15 instead of 30", {"final_softcap": 15.0}, {}),
+    ("gemma3n", "no Gaussian top-k on the gate", {}, {"sparse_layers": 0}),
+    ("gemma3n", "v not normalised", {}, {"v_norm": False}),
+    ("gemma3n", "no final softcap (it defaults to 30)", {"final_softcap": 0.0}, {}),
+    ("gemma3n", "local layers on the global RoPE base", {"rope_base_swa": 0.0}, {}),
 ]
 
 
@@ -111,3 +130,19 @@ def test_wrong_semantics_fail_the_golden_check(monkeypatch, arch, wrong, hp, spe
     monkeypatch.setitem(architectures.ARCHS, arch, dataclasses.replace(architectures.ARCHS[arch], **spec))
     diff = np.abs(forward(m, runs.TOKENS).logits - goldens.load(arch, "F32")["logits"]).max()
     assert diff > e.bound, f"{wrong}: max |Δlogit| {diff:.3g} stays within the bound {e.bound:.3g}"
+
+
+@pytest.mark.peer
+def test_gemma4_shared_layers_read_the_right_cache(monkeypatch):
+    """gemma4's shared SWA layer attends over the last SWA layer with its own KV (layer 1 of the
+    fixture); an oracle whose shared layers read the first SWA layer's cache (layer 0, the same
+    geometry) is rejected by the golden check."""
+    from oracle.models import architectures
+
+    e = runs.env("gemma4", "F32", "llama.cpp-cpu")
+    right = architectures.Hparams.kv_source
+    monkeypatch.setattr(architectures.Hparams, "kv_source",
+                        lambda hp, il: 0 if right(hp, il) == 1 and il != 1 else right(hp, il))
+    logits = forward(runs.model("gemma4", "F32"), runs.TOKENS).logits
+    diff = np.abs(logits - goldens.load("gemma4", "F32")["logits"]).max()
+    assert diff > e.bound, f"a shared layer reading layer 0's KV: max |Δlogit| {diff:.3g} within {e.bound:.3g}"

@@ -1,6 +1,6 @@
 """gpu_impl's whole-model forward pass against the float64 oracle, within the error model of a
 float32 engine (every fixture) and of a float16 one (weights and activations in fp16; one F16
-fixture per family: the weight type only changes which decoder gpu_impl.quants uses, and those
+fixture per family, BF16 for Gemma 3/4: the weight type only changes which decoder gpu_impl.quants uses, and those
 are judged bit-exact by the quant properties).
 
 Checked: max |Δlogit| and per-position KL under their bounds, the same top-1 wherever the
@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import gpu_impl.models as gm
-from fixtures import goldens
+from fixtures import gguf_gen, goldens
 from oracle.models import forward
 from oracle.models.parity import compare
 from properties.models import runs
@@ -23,7 +23,8 @@ from properties.models.checks import judge
 from properties.models.error_model import envelope
 from properties.profiles import current_profile
 
-CASES = [(a, w, "float32") for a, w in runs.MODELS] + [(a, "F16", "float16") for a in ("llama", "qwen3", "gemma2")]
+# the float16 engine on each family's 16-bit fixture (F16, or BF16 for the Gemma 3/4 ones)
+CASES = [(a, w, "float32") for a, w in runs.MODELS] + [(a, gguf_gen.wtypes(a)[1], "float16") for a in gguf_gen.ARCHS]
 _DRAWS = settings(max_examples=60 if current_profile() == "nightly" else 6, deadline=None)
 
 

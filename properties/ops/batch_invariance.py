@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from hypothesis import reject, strategies as st
 
-from properties import PropertyFailure
+from properties.failure import Failure
 from properties import numerics as nm
 from properties.backends import PASS_THROUGH
 from properties.ops.records import OP_RECORDS_BY_NAME, OpRecord
@@ -221,7 +221,7 @@ def judge(oimpl, bop: BatchOp, ex: BatchExample, seen: Observation) -> None:
         return
     why = ("the batch_invariant contract demands it" if c.batch_invariant else
            f"the implementation claims {nm.BATCH_CLAIM}:{bop.fn}")
-    raise PropertyFailure(f"WHY  batch invariance[{bop.name}]: {seen.difference}; {why}\nCASE {ex!r}")
+    raise Failure(f"{seen.difference}; {why}", property="batch invariance", record=bop.name, case=ex)
 
 
 def check_batch_invariance(oimpl, bop: BatchOp, ex: BatchExample) -> Observation:

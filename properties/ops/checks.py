@@ -1,6 +1,7 @@
 """Property bodies for the ops, shared by the tests and the ops bug zoo.
 
-Each ``check_*(oimpl, case, ...)`` raises ``PropertyFailure`` (WHY / CASE) or returns what it
+Each ``check_*(oimpl, case, ...)`` raises a ``properties.failure.Failure`` (the property, the
+op, the case and, where measured, the error in u against its bound, as fields) or returns what it
 measured: ``(ErrorReport, err_u)`` or None. Metamorphic checks (impl against impl) allow twice
 the model's bound: each side may sit the bound away from the same exact value.
 """
@@ -14,7 +15,8 @@ from oracle import ops as oracle_ops
 from properties.backends import PASS_THROUGH
 from properties.ops import models as m
 from properties.ops.records import OP_RECORDS_BY_NAME, OpRecord
-from properties import PropertyFailure, recording
+from properties import recording
+from properties.failure import Failure
 from properties import numerics as nm
 from properties.numerics import U32
 from properties.measure import HM_LAMBDA, HM_QUANTILE, ErrorReport, hm_gate, scaled_error
@@ -25,8 +27,9 @@ from properties.ops.strategies import OpCase
 GELU_TANH_GAP = 4.733e-4
 
 
-def fail(prop: str, case: Any, why: str) -> None:
-    raise PropertyFailure(f"WHY  {prop}: {why}\nCASE {case!r}")
+def fail(prop: str, case: Any, why: str, report: ErrorReport | None = None, category: str = "") -> None:
+    """The property said no on ``case`` (an ``OpCase``: its op is the failure's record)."""
+    raise Failure(why, property=prop, record=getattr(case, "op", ""), case=case, report=report, category=category)
 
 
 def call(oimpl, fn: str, prop: str, case: Any, **kwargs: Any) -> Any:
@@ -36,7 +39,7 @@ def call(oimpl, fn: str, prop: str, case: Any, **kwargs: Any) -> Any:
     except PASS_THROUGH:
         raise
     except Exception as exc:
-        fail(prop, case, f"{fn} raised {type(exc).__name__}: {exc}")
+        fail(prop, case, f"{fn} raised {type(exc).__name__}: {exc}", category="crash")
 
 
 def _parts(x: Any) -> tuple[np.ndarray, ...]:
@@ -49,14 +52,14 @@ def compare(prop: str, case: Any, out: Any, exact: Any, scale: Any, bound: Any, 
     outs, exacts = _parts(out), _parts(exact)
     scales, bounds = _parts(scale), _parts(bound)
     if len(outs) != len(exacts):
-        fail(prop, case, f"returned {len(outs)} arrays, the oracle {len(exacts)}")
+        fail(prop, case, f"returned {len(outs)} arrays, the oracle {len(exacts)}", category="contract")
     worst, errs = ErrorReport(0.0, 0.0, 0), []
     for i, (o, e, s, b) in enumerate(zip(outs, exacts, scales, bounds)):
         if o.shape != e.shape:
-            fail(prop, case, f"output {i} has shape {o.shape}, expected {e.shape}")
+            fail(prop, case, f"output {i} has shape {o.shape}, expected {e.shape}", category="contract")
         rep, err, why = scaled_error(o, e, s, factor * b)
         if why:
-            fail(prop, case, f"output {i}: {why}")
+            fail(prop, case, f"output {i}: {why}", rep)
         errs.append(err)
         worst = max(worst, rep, key=lambda r: r.ratio)
     return worst, np.concatenate(errs) if errs else np.zeros(0)
@@ -72,7 +75,7 @@ def check_matches_oracle(oimpl, record: OpRecord, case: OpCase) -> tuple[ErrorRe
             record.impl(oimpl, case)
         except ValueError:
             return None
-        fail(prop, case, f"the oracle refuses ({exc}) but the implementation returned a result")
+        fail(prop, case, f"the oracle refuses ({exc}) but the implementation returned a result", category="contract")
     outside = record.domain(case)
     if outside and not nm.contract(oimpl).overflow_safe:
         return _grade_outside(oimpl, record, case, exact, outside)
@@ -81,7 +84,7 @@ def check_matches_oracle(oimpl, record: OpRecord, case: OpCase) -> tuple[ErrorRe
     except PASS_THROUGH:
         raise
     except Exception as exc:
-        fail(prop, case, f"{record.fn} raised {type(exc).__name__}: {exc}")
+        fail(prop, case, f"{record.fn} raised {type(exc).__name__}: {exc}", category="crash")
     if record.model is None:
         o, e = np.asarray(out), np.asarray(exact)
         if o.shape != e.shape or not np.array_equal(o, e):
@@ -95,7 +98,7 @@ def check_matches_oracle(oimpl, record: OpRecord, case: OpCase) -> tuple[ErrorRe
         if not ok:
             fail(prop, case, f"Higham-Mary gate: the {HM_QUANTILE:.0%} quantile of err/(√{n}·u·Σ|x|) is "
                              f"{stat:.3g} > λ = {HM_LAMBDA} (independent roundings of {n} signed terms stay near "
-                             f"√n·u; the worst case γ_n alone passes: {rep.describe()})")
+                             f"√n·u; the worst case γ_n alone passes: {rep.describe()})", category="error bound")
     return rep, err
 
 

@@ -6,7 +6,6 @@ entries against mutants, so a property is written exactly once.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -20,6 +19,7 @@ from properties.ops.fill import fill
 from properties.ops.records import OP_RECORDS, OP_RECORDS_BY_NAME as OPS
 from properties.ops.strategies import attention_cases, norm_cases, rope_cases, row_cases, step_cases
 from properties.plugin import covered
+from properties.property import Property
 from properties.samplers.strategies import FAMILIES
 
 LOGIT_FAMS = tuple(FAMILIES)
@@ -27,30 +27,19 @@ LOGIT_FAMS = tuple(FAMILIES)
 ALL_DTYPES = ("float32", "float16", "bfloat16")
 
 
-@dataclass(frozen=True)
-class OpProperty:
-    name: str
-    op: str
-    draw: Callable[[str], st.SearchStrategy[Any]]
-    body: Callable[[Any, Any], Any]
-    """(ops impl, drawn example) -> (ErrorReport, err_u) to record, or None; raises on failure."""
-    group: str = "ops"
-    dtypes: tuple[str, ...] = ALL_DTYPES
-    calls: tuple[str, ...] = ()
-    """The impl functions the body calls, where they are not just ``op``."""
-
-    @property
-    def uses(self) -> frozenset[str]:
-        return frozenset(self.calls or (self.op,))
-
-    def __repr__(self) -> str:
-        return self.name
+def op_property(name: str, op: str, draw: Callable[[str], st.SearchStrategy[Any]], body: Callable[[Any, Any], Any],
+                group: str = "ops", dtypes: tuple[str, ...] = ALL_DTYPES, calls: tuple[str, ...] = ()) -> Property:
+    """An op property judged at each of ``dtypes``: ``draw(dtype)``, and ``body(ops impl, example)``
+    returning (ErrorReport, err_u) to record, or None. Recorded under ``op``; ``calls``: the impl
+    functions the body calls, where they are not just ``op``."""
+    return Property(name, lambda dtype, **scope: draw(dtype), lambda impl, dtype, example: body(impl, example),
+                    frozenset(calls or (op,)), points=lambda: dtypes, subject=op, group=group)
 
 
-def _oracle_prop(record) -> OpProperty:
-    return OpProperty(f"impl_vs_oracle[{record.name}]", record.name, record.cases,
-                      lambda impl, case, r=record: oc.check_matches_oracle(impl, r, case), dtypes=record.dtypes,
-                      calls=(record.fn,))
+def _oracle_prop(record) -> Property:
+    return op_property(f"impl_vs_oracle[{record.name}]", record.name, record.cases,
+                       lambda impl, case, r=record: oc.check_matches_oracle(impl, r, case), dtypes=record.dtypes,
+                       calls=(record.fn,))
 
 
 def _exactly_scalable(arg) -> bool:
@@ -94,49 +83,49 @@ def _permuted_args(draw, dtype: str):
     return case, perm, draw(st.integers(1, 3), label="chunks")
 
 
-PROPERTIES: list[OpProperty] = [_oracle_prop(r) for r in OP_RECORDS] + [
-    OpProperty("rms_norm_scale_invariance", "rms_norm",
+PROPERTIES: list[Property] = [_oracle_prop(r) for r in OP_RECORDS] + [
+    op_property("rms_norm_scale_invariance", "rms_norm",
                lambda d: st.tuples(norm_cases("rms_norm", d), st.integers(-8, 8)).filter(_exactly_scalable),
                lambda impl, a: oc.check_rms_scale_invariance(impl, *a)),
-    OpProperty("rope_invariants", "rope", _rope_invariant_args, _rope_invariants),
-    OpProperty("softcap_odd_bounded_near_identity", "softcap", OPS["softcap"].cases, oc.check_softcap_shape),
-    OpProperty("gelu_tanh_within_gap_of_erf", "gelu", OPS["gelu_tanh"].cases, oc.check_gelu_gap),
-    OpProperty("masked_softmax_equals_truncated", "softmax",
+    op_property("rope_invariants", "rope", _rope_invariant_args, _rope_invariants),
+    op_property("softcap_odd_bounded_near_identity", "softcap", OPS["softcap"].cases, oc.check_softcap_shape),
+    op_property("gelu_tanh_within_gap_of_erf", "gelu", OPS["gelu_tanh"].cases, oc.check_gelu_gap),
+    op_property("masked_softmax_equals_truncated", "softmax",
                lambda d: row_cases("softmax", d, LOGIT_FAMS, st.fixed_dictionaries(
                    {"scale": st.sampled_from([1.0, 0.125, 2.0])}), axes=True, force_mask=True),
                oc.check_masked_equals_truncated),
-    OpProperty("log_softmax_is_log_of_softmax", "log_softmax", OPS["log_softmax"].cases,
+    op_property("log_softmax_is_log_of_softmax", "log_softmax", OPS["log_softmax"].cases,
                oc.check_log_softmax_is_log_softmax, calls=("log_softmax", "softmax")),
-    OpProperty("step_vs_oracle", "attention_step", step_cases, lambda impl, a: ac.check_step_matches_oracle(impl, *a),
+    op_property("step_vs_oracle", "attention_step", step_cases, lambda impl, a: ac.check_step_matches_oracle(impl, *a),
                group="attention", calls=("KVCache", "attention_step")),
-    OpProperty("decode_equals_prefill", "attention_step", step_cases,
+    op_property("decode_equals_prefill", "attention_step", step_cases,
                lambda impl, a: ac.check_decode_equals_prefill(impl, *a), group="attention",
                calls=("KVCache", "attention_step")),
-    OpProperty("causality", "attention", _causality_args, lambda impl, a: ac.check_causality(impl, *a),
+    op_property("causality", "attention", _causality_args, lambda impl, a: ac.check_causality(impl, *a),
                group="attention"),
-    OpProperty("gqa_equals_mha", "attention", lambda d: attention_cases(d).filter(lambda c: c.shape["group"] > 1),
+    op_property("gqa_equals_mha", "attention", lambda d: attention_cases(d).filter(lambda c: c.shape["group"] > 1),
                ac.check_gqa_equals_mha, group="attention"),
-    OpProperty("permuted_cache", "attention", _permuted_args, lambda impl, a: ac.check_permuted_cache(impl, *a),
+    op_property("permuted_cache", "attention", _permuted_args, lambda impl, a: ac.check_permuted_cache(impl, *a),
                group="attention", calls=("KVCache", "attention_decode")),
 ]
 
 PROPERTIES_BY_NAME = {p.name: p for p in PROPERTIES}
 
 
-def properties(group: str) -> list[OpProperty]:
+def properties(group: str) -> list[Property]:
     return [p for p in PROPERTIES if p.group == group]
 
 
 def property_params(group: str) -> list:
-    return [pytest.param(p, d, id=f"{p.name}-{d}") for p in properties(group) for d in p.dtypes]
+    return [pytest.param(p, d, id=f"{p.name}-{d}") for p in properties(group) for d in p.points()]
 
 
-def run_property(oimpl: Impl, prop: OpProperty, dtype: str, data: st.DataObject) -> None:
-    """Draw one example, run the property, record what it measured."""
+def run_property(oimpl: Impl, prop: Property, dtype: str, data: st.DataObject) -> None:
+    """Draw one example, run the property, record what it measured with the example."""
     example = data.draw(prop.draw(dtype), label="example")
     with covered():
-        result = prop.body(oimpl, example)
+        result = prop.body(oimpl, dtype, example)
     if result is None:
-        recording.note(prop.op, prop.name, dtype)
+        recording.note(prop.subject, prop.name, dtype)
     else:
-        recording.note_errors(prop.op, prop.name, dtype, *result)
+        recording.note_errors(prop.subject, prop.name, dtype, *result, case=example)

@@ -2,9 +2,9 @@
 
 The rows come from logit-injection models (``fixtures.logit_injection``), so the backend samples
 exactly the row the judge reasons about. The bodies are the ones that judge gpu_impl
-(``check_matches_oracle``, ``check_softmax_invariants``) with ``properties.peers.backend_sampling``
+(``check_matches_oracle``, ``check_softmax_invariants``) with ``properties.peers.llama_cpp.backend_sampling``
 as the implementation; generated chains add a CPU suffix and a seeded dist
-(``backend_chains.check_backend_chain``). Every disagreement is classified by ``backend_judge``
+(``backend_chains.check_backend_chain``). Every disagreement is classified by ``backend_explain``
 (a legal tie, the float32 error model, or a documented finding whose witness
 ``test_peer_llama_cpp.test_finding_still_reproduces`` replays) or the test fails.
 """
@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from properties import recording
-from properties.peers import llama_cpp as peer
+from properties.peers.llama_cpp import adapter as peer
 
 _REASON = peer.available()
 if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
@@ -28,12 +28,12 @@ if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
     pytest.skip(_REASON, allow_module_level=True)
 
 from properties.backends import Impl  # noqa: E402
-from properties.samplers.records import RECORDS_BY_NAME  # noqa: E402
+from properties.samplers.records import RECORDS, RECORDS_BY_NAME  # noqa: E402
 from properties import PropertyFailure  # noqa: E402
 from properties.samplers.checks import check_matches_oracle, check_softmax_invariants  # noqa: E402
-from properties.peers import backend_bad_rows, backend_sampling as bs  # noqa: E402
-from properties.peers.backend_chains import ChainCase, chain_cases, judge_chain  # noqa: E402
-from properties.peers.backend_judge import explanation_table, judge, kind_of  # noqa: E402
+from properties.peers.llama_cpp import backend_bad_rows, backend_sampling as bs  # noqa: E402
+from properties.peers.llama_cpp.backend_chains import ChainCase, chain_cases, judge_chain  # noqa: E402
+from properties.peers.llama_cpp.backend_explain import explain, explanation_table, kind_of  # noqa: E402
 from properties.samplers.strategies import FAMILIES, Case, cases, make_logits  # noqa: E402
 
 pytestmark = pytest.mark.peer
@@ -97,8 +97,10 @@ def _examples(divisor: int = 4) -> int:
     return max(6, settings.default.max_examples // divisor)
 
 
-BACKEND_RECORDS = [RECORDS_BY_NAME[n] for n in ("greedy", "temp", "temp_ext", "top_k", "top_p", "min_p",
-                                                 "penalties", "logit_bias")]
+# every record llama.cpp runs as graph ops that ``backend_sampling`` answers in gpu_impl's API; dist
+# draws its own uniform and is judged below
+BACKEND_RECORDS = [r for r in RECORDS if r.llama is not None and r.llama.backend and r.name != "dist"
+                   and hasattr(bs, r.impl_name)]
 
 
 @pytest.mark.parametrize("record", BACKEND_RECORDS, ids=repr)
@@ -108,7 +110,7 @@ def test_backend_sampler_matches_oracle(record, data):
     """impl ≡ oracle (may/must brackets, errors in u) with llama.cpp's backend graph as the impl."""
     case = data.draw(cases(record.params, families=record.families or tuple(FAMILIES), max_vocab=MAX_VOCAB),
                      label="case")
-    judged = judge(lambda r, c: check_matches_oracle(IMPL, r, c), record, case)
+    judged = explain(lambda r, c: check_matches_oracle(IMPL, r, c), record, case)
     same = _identical_rows(record, case, IMPL.seen[record.impl_name]) if judged.clean else 0
     _tally(record.name, case.batch, same, judged.classes)
     recording.note(record.name, "llama_cpp_backend", "float32")
@@ -125,7 +127,7 @@ def test_backend_dist_matches_oracle_and_cpu_seed(data):
     seeds = data.draw(st.lists(st.integers(0, 2**32 - 2), min_size=case.batch, max_size=case.batch), label="seeds")
     case.params = {"u": np.array([bs.uniform_of_seed(s) for s in seeds])}
     record = RECORDS_BY_NAME["dist"]
-    judged = judge(lambda r, c: check_matches_oracle(IMPL, r, c), record, case)
+    judged = explain(lambda r, c: check_matches_oracle(IMPL, r, c), record, case)
     tokens = IMPL.seen["dist"]
     same_cpu = sum(peer.dist(s).sample(case.logits[b]) == tokens[b] for b, s in enumerate(seeds))
     _tally("dist", case.batch, _identical_rows(record, case, tokens) if judged.clean else 0, judged.classes,
@@ -175,7 +177,7 @@ def test_judge_rejects_a_backend_that_drops_the_best_token(monkeypatch, record_n
     real = bs.run
     monkeypatch.setattr(bs, "run", lambda *a, **k: _drop_best(real(*a, **k)))
     with pytest.raises(PropertyFailure):
-        judge(lambda r, c: check_matches_oracle(IMPL, r, c), RECORDS_BY_NAME[record_name], case)
+        explain(lambda r, c: check_matches_oracle(IMPL, r, c), RECORDS_BY_NAME[record_name], case)
 
 
 def test_judge_rejects_a_chain_whose_backend_drops_the_best_token(monkeypatch):
@@ -201,10 +203,10 @@ def test_temp_ext_on_a_near_one_hot_row_is_inside_the_derived_bound():
     old ad hoc allowance, 97.8 u, failed it). On a well-conditioned row (zipf, 64 tokens: 55 u
     allowed) a temperature 1e-5 off (~170 u) still fails."""
     record = RECORDS_BY_NAME["temp_ext"]
-    judge(lambda r, c: check_matches_oracle(IMPL, r, c), record,
+    explain(lambda r, c: check_matches_oracle(IMPL, r, c), record,
           _temp_ext_case(np.array([[19.92091, 1.6432363]], dtype=np.float32)))
     zipf = _temp_ext_case(make_logits("zipf", 64, 7)[None, :])
-    judge(lambda r, c: check_matches_oracle(IMPL, r, c), record, zipf)
+    explain(lambda r, c: check_matches_oracle(IMPL, r, c), record, zipf)
     off = np.asarray(bs.temp_ext(zipf.logits, [2.0], [1.0], [0.5])) / (1 + 1e-5)
     with pytest.raises(PropertyFailure):
         check_matches_oracle(lambda fn, *a: off, record, zipf)
@@ -213,7 +215,7 @@ def test_temp_ext_on_a_near_one_hot_row_is_inside_the_derived_bound():
 # ---- bad rows: llama.cpp's backend has no error channel for them; never a crash ----
 
 def _bad_row_answers() -> dict:
-    proc = subprocess.run([sys.executable, "-m", "properties.peers.backend_bad_rows"], cwd=bs.peer._REPO_ROOT,
+    proc = subprocess.run([sys.executable, "-m", "properties.peers.llama_cpp.backend_bad_rows"], cwd=bs.peer._REPO_ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"llama.cpp's backend died on a bad row (exit {proc.returncode}): {proc.stderr[-800:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])

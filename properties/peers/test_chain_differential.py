@@ -12,16 +12,16 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from properties import recording
-from properties.peers import llama_cpp as peer
+from properties.peers.llama_cpp import adapter as peer
 from properties.profiles import current_profile
 
 _REASON = peer.available()
 if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
     pytest.skip(_REASON, allow_module_level=True)
 
-from properties.peers.streams import PeerMismatch  # noqa: E402
-from properties.peers.chains_differential import GeneratedChain, generated_chain_stream, generated_chains  # noqa: E402
-from properties.peers.records import RECORDS_BY_NAME  # noqa: E402
+from properties.peers.llama_cpp.streams import PeerMismatch  # noqa: E402
+from properties.peers.llama_cpp.chains_differential import GeneratedChain, generated_chain_stream, generated_chains  # noqa: E402
+from properties.samplers.records import RECORDS_BY_NAME  # noqa: E402
 from properties.samplers.strategies import vocab_sizes  # noqa: E402
 
 pytestmark = pytest.mark.peer
@@ -148,7 +148,7 @@ def test_reachable_selections_straddle_only_cdf_boundaries(u, reachable):
     """The selector's legal alternatives: index 1's CDF interval is (0.5, 0.75]; a draw within the
     weights' tolerance of 0.5 may give 0 or 1 (a float32 path on the other side of the boundary),
     a draw 2^-20 past it (far beyond the 1e-9 tolerance) only 1."""
-    from properties.peers.float_model import discrete_reachable
+    from properties.numerics import discrete_reachable
 
     w = np.array([0.5, 0.25, 0.25])
     assert discrete_reachable(w, np.full(3, 1e-9), u).tolist() == reachable

@@ -13,36 +13,18 @@ Findings (each pinned by a test below, each with its witness):
 """
 from __future__ import annotations
 
-import warnings
-
-import gguf
 import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 import oracle.quants as oq
 from properties import recording
+from properties.peers.gguf_py.adapter import peer_dequantize, peer_quantize
 from properties.quants.records import BY_NAME, RECORDS, quant_records
 from properties.quants.checks import bit_mismatch, fail
 from properties.quants.strategies import fill_raw, fill_values, raw_cases, value_cases
 
 pytestmark = pytest.mark.peer
-
-
-def peer(fn, *args):
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return fn(*args)
-
-
-def peer_dequantize(raw: np.ndarray, qtype: int, shape: tuple[int, int]) -> np.ndarray:
-    out = peer(gguf.quants.dequantize, raw.reshape(shape[0], -1), gguf.GGMLQuantizationType(qtype))
-    return np.asarray(out, dtype=np.float32).reshape(shape)
-
-
-def peer_quantize(x: np.ndarray, qtype: int) -> np.ndarray:
-    out = peer(gguf.quants.quantize, x, gguf.GGMLQuantizationType(qtype))
-    return np.ascontiguousarray(out).view(np.uint8).reshape(x.shape[0], -1)
 
 
 @pytest.mark.parametrize("record", RECORDS, ids=str)

@@ -3,7 +3,7 @@
 One apply per drawn case for every sampler; >= 100-step seeded streams for the stateful ones
 (the oracle's Mt19937 must reproduce llama.cpp's token stream); the default chain (and three
 other presets) end to end; and every recorded finding replayed against the real llama.cpp.
-What counts as a legal llama.cpp answer is stated in ``properties/peers/legal.py``.
+What counts as a legal llama.cpp answer is stated in ``properties/peers/llama_cpp/legal.py``.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from properties import recording
 from properties.profiles import current_profile
-from properties.peers import llama_cpp as peer
+from properties.peers.llama_cpp import adapter as peer
 
 _REASON = peer.available()
 if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
@@ -23,12 +23,14 @@ if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
     pytest.skip(_REASON, allow_module_level=True)
 
 from oracle.chain import SamplingParams  # noqa: E402
-from properties.peers import findings  # noqa: E402
-from properties.peers.judge import FindingDomain, Unsupported  # noqa: E402
-from properties.peers.records import RECORDS, f32  # noqa: E402
-from properties.peers.chains_differential import chain_stream  # noqa: E402
-from properties.peers.streams import Stream, raw_state, single_apply, stream  # noqa: E402
-from properties.samplers.strategies import cases, vocab_sizes  # noqa: E402
+from properties.peers.llama_cpp import findings  # noqa: E402
+from properties.peers.llama_cpp.legality import FindingDomain, Unsupported  # noqa: E402
+from properties.samplers.records import RECORDS as ALL_RECORDS  # noqa: E402
+from properties.peers.llama_cpp.chains_differential import chain_stream  # noqa: E402
+from properties.peers.llama_cpp.streams import Stream, raw_state, single_apply, stream  # noqa: E402
+from properties.samplers.strategies import cases, f32, vocab_sizes  # noqa: E402
+
+RECORDS = [r for r in ALL_RECORDS if r.llama is not None]
 
 pytestmark = pytest.mark.peer
 STEPS = 100
@@ -72,7 +74,7 @@ def _exact_rows(record) -> st.SearchStrategy:
         # put the rule's threshold exactly on a cumulative mass / probability of the row
         return {**params, **{key: k / m for key in ("p", "threshold") if key in params}}
     return st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(0, 3), f32(-5.0, 5.0)).flatmap(
-        lambda t: st.tuples(st.just(row(*t)), st.tuples(record.params(t[0] + t[1]), st.integers(1, t[0]),
+        lambda t: st.tuples(st.just(row(*t)), st.tuples(record.llama.params(t[0] + t[1]), st.integers(1, t[0]),
                                                          st.booleans()).map(
             lambda pk: aligned(pk[0], t[0], pk[1]) if pk[2] else pk[0])))
 
@@ -85,7 +87,7 @@ def test_one_apply_matches_llama_cpp(record, data):
     if data.draw(st.integers(0, 4), label="exact row?") == 0:
         x, params = data.draw(_exact_rows(record), label="exact row, params")
     else:
-        case = data.draw(cases(lambda b, v: record.params(v), families=record.families, max_batch=1), label="case")
+        case = data.draw(cases(lambda b, v: record.llama.params(v), families=record.llama.families, max_batch=1), label="case")
         x, params = case.logits[0], case.params
     try:
         verdict = single_apply(record, params, x.astype(np.float32))
@@ -96,7 +98,7 @@ def test_one_apply_matches_llama_cpp(record, data):
     recording.note(record.name, "llama_cpp_apply", "float32")
 
 
-STATEFUL = [r for r in RECORDS if r.stream]
+STATEFUL = [r for r in RECORDS if r.llama.stream]
 
 
 @pytest.mark.parametrize("record", STATEFUL, ids=repr)
@@ -104,9 +106,9 @@ STATEFUL = [r for r in RECORDS if r.stream]
 @given(data=st.data())
 def test_stream_matches_llama_cpp(record, data):
     """>= 100 apply/accept steps with the same seeds: identical tokens and state, step by step."""
-    family = data.draw(st.sampled_from(record.families), label="family")
+    family = data.draw(st.sampled_from(record.llama.families), label="family")
     vocab = data.draw(vocab_sizes(_stream_vocab(), 2), label="vocab")
-    params = data.draw(record.params(vocab), label="params")
+    params = data.draw(record.llama.params(vocab), label="params")
     seed = data.draw(st.integers(0, 2**16), label="seed")
     rep = stream(record, params, family, vocab, seed, STEPS)  # the stream feeds its own history
     _tally(f"{record.name} stream", examples=1, steps=rep.steps, identical=rep.identical,
@@ -151,7 +153,7 @@ def test_chain_matches_llama_cpp(preset, data):
     assert rep.steps == STEPS or rep.stopped, f"chain ended after {rep.steps} steps without a reason"
 
 
-@pytest.mark.parametrize("finding", findings.FINDINGS, ids=lambda f: f.id)
+@pytest.mark.parametrize("finding", [f for f in findings.FINDINGS if f.replayable], ids=lambda f: f.id)
 def test_finding_still_reproduces(finding):
     """Each recorded llama.cpp behaviour still occurs (a fixed upstream bug fails here, loudly),
     and the oracle still answers as recorded."""

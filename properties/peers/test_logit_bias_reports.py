@@ -22,13 +22,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from properties import recording
-from properties.peers import llama_cpp as peer
+from properties.peers.llama_cpp import adapter as peer
 
 _REASON = peer.available()
 if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
     pytest.skip(_REASON, allow_module_level=True)
 
-from properties.peers import backend_sampling as bs  # noqa: E402
+from properties.peers.llama_cpp import backend_sampling as bs  # noqa: E402
 from properties.samplers.strategies import make_logits  # noqa: E402
 
 pytestmark = pytest.mark.peer

@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from fixtures import logit_injection as inj
-from properties.peers import llama_cpp as peer
+from properties.peers.llama_cpp import adapter as peer
 from properties.samplers.strategies import FAMILIES, make_logits
 
 _REASON = peer.available()
 if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
     pytest.skip(_REASON, allow_module_level=True)
 
-from properties.peers import backend_sampling as bs  # noqa: E402
+from properties.peers.llama_cpp import backend_sampling as bs  # noqa: E402
 
 pytestmark = pytest.mark.peer
 
@@ -94,7 +94,7 @@ _DANGLING_LOG_WITNESS = """
 import ctypes, gc, numpy as np
 from fixtures import llama_graph
 from properties.models import runs
-from properties.peers import backend_sampling as bs
+from properties.peers.llama_cpp import backend_sampling as bs
 with bs.Injected(np.zeros((2, 16), np.float32), []):
     pass
 llama_graph.run(runs.path("llama", "F32"), runs.TOKENS[:4])

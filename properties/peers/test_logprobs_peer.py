@@ -14,13 +14,13 @@ from oracle.engines import llama_cpp as o_llama
 from properties import recording
 from properties.measure import check_softmax
 from properties.numerics import U32, softmax_model
-from properties.peers import llama_cpp as peer
+from properties.peers.llama_cpp import adapter as peer
 
 _REASON = peer.available()
 if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
     pytest.skip(_REASON, allow_module_level=True)
 
-from properties.peers import backend_sampling as bs  # noqa: E402
+from properties.peers.llama_cpp import backend_sampling as bs  # noqa: E402
 from properties.samplers.strategies import make_logits  # noqa: E402
 
 pytestmark = pytest.mark.peer

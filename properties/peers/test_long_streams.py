@@ -11,15 +11,15 @@ from __future__ import annotations
 import pytest
 
 from properties import recording
-from properties.peers import llama_cpp as peer
+from properties.peers.llama_cpp import adapter as peer
 from properties.profiles import current_profile
 
 _REASON = peer.available()
 if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
     pytest.skip(_REASON, allow_module_level=True)
 
-from properties.peers.chains_differential import STATEFUL, long_streams  # noqa: E402
-from properties.peers.records import RECORDS_BY_NAME  # noqa: E402
+from properties.peers.llama_cpp.chains_differential import STATEFUL, long_streams  # noqa: E402
+from properties.samplers.records import RECORDS_BY_NAME  # noqa: E402
 
 pytestmark = pytest.mark.peer
 NIGHTLY = current_profile() == "nightly"
@@ -27,15 +27,11 @@ STREAM_STEPS = {32000: 1000, 151936: 1000, 262144: 1000} if NIGHTLY else {1000: 
 STREAMS: dict = {}
 recording.table("llama_cpp_long_streams", STREAMS)
 
-# one fixed, representative parameter set per stateful sampler (its stream feeds or selects its state)
-STREAM_PARAMS = {
-    "dist": {"seed": 7}, "xtc": {"probability": 0.5, "threshold": 0.1, "min_keep": 0, "seed": 7},
-    "penalties": {"last_n": 64, "repeat": 1.1, "freq": 0.5, "present": 0.25, "history": []},
-    "dry": {"multiplier": 0.8, "base": 1.75, "allowed_length": 2, "last_n": 64, "breakers": [[1], [2, 3]], "history": []},
-    "mirostat": {"seed": 7, "tau": 3.0, "eta": 0.1, "m": 100}, "mirostat_v2": {"seed": 7, "tau": 5.0, "eta": 0.1},
-    "adaptive_p": {"target": 0.5, "decay": 0.9, "seed": 7},
-}
 
+def _samplers() -> dict:
+    """Every stateful sampler with its record's one representative parameter set (its stream feeds
+    or selects its state)."""
+    return {name: (RECORDS_BY_NAME[name], RECORDS_BY_NAME[name].llama.stream_params) for name in STATEFUL}
 
 
 @pytest.mark.parametrize("vocab", list(STREAM_STEPS))
@@ -43,8 +39,8 @@ def test_long_seeded_streams(vocab):
     """>= STREAM_STEPS[vocab] judged apply/accept rounds of every stateful sampler on the same seeded zipf
     rows; every round legal. A self-state sampler restarts (fresh state, next seed) after a legal
     divergence, which is recorded."""
-    samplers = {name: (RECORDS_BY_NAME[name], STREAM_PARAMS[name]) for name in STATEFUL}
-    assert all("zipf" in rec.families for rec, _ in samplers.values())  # one row sequence for all of them
+    samplers = _samplers()
+    assert all("zipf" in rec.llama.families for rec, _ in samplers.values())  # one row sequence for all of them
     steps = STREAM_STEPS[vocab]
     outs = long_streams(samplers, "zipf", vocab, 11, steps)
     for name, out in outs.items():
@@ -59,7 +55,7 @@ def test_long_streams_do_not_depend_on_scheduling():
     machine's two cores, so streams of one row interleave and finish out of order) give the same
     report, field by field: each stream owns its samplers and state, and rows are read-only.
     Two runs with the same seed are also the same report (determinism)."""
-    samplers = {name: (RECORDS_BY_NAME[name], STREAM_PARAMS[name]) for name in STATEFUL}
+    samplers = _samplers()
     # 32,000 tokens: adaptive_p diverges and restarts within a few dozen rows there, so restarts
     # (the order-sensitive part: new seeds, fresh state) are exercised too
     serial = long_streams(samplers, "zipf", 32000, 11, 40, workers=1)

@@ -11,15 +11,15 @@ import sys
 
 import pytest
 
-from properties.peers import llama_cpp as peer
+from properties.peers.llama_cpp import adapter as peer
 from properties.profiles import current_profile
 
 _REASON = peer.available()
 if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
     pytest.skip(_REASON, allow_module_level=True)
 
-from properties.peers import backend_findings as bf, reproducers  # noqa: E402
-from properties.peers.findings import FINDINGS  # noqa: E402
+from properties.peers.llama_cpp import reproducers  # noqa: E402
+from properties.peers.llama_cpp.findings import FINDINGS  # noqa: E402
 
 pytestmark = pytest.mark.peer
 WITH_SCRIPT = [f for f in FINDINGS if reproducers.script(f.id)]
@@ -44,8 +44,7 @@ def test_reproducer_shows_the_finding(finding, tmp_path):
     path.write_text(reproducers.script(finding.id))
     proc = subprocess.run([sys.executable, str(path)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert "expected:" in proc.stdout, f"no expected-vs-actual line: {proc.stdout[-500:]} {proc.stderr[-500:]}"
-    w = bf.WITNESSES.get(finding.id)
-    if w is not None and w.aborts:
+    if finding.call.aborts:
         assert proc.returncode < 0 and finding.llama_output["assert"] in proc.stderr, \
             f"expected an abort with {finding.llama_output['assert']}, got exit {proc.returncode}"
         return

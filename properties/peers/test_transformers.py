@@ -27,7 +27,8 @@ from hypothesis import given, strategies as st
 from oracle.engines import Settings
 from oracle.engines import transformers as o_hf
 from properties import recording
-from properties.numerics import mass_allowance, unit_roundoff
+from properties.numerics import unit_roundoff
+from properties.peers.transformers.legality import check_kept, class_counts, classes, delta_for
 
 pytestmark = [pytest.mark.peer]
 # The peer is imported when this module's first test runs, not at collection: importing torch and
@@ -47,7 +48,6 @@ def _peer() -> None:
         pytest.skip(f"transformers/torch not importable ({exc}); pip install 'logitcheck[engines]'")
 
 DTYPES = ("float64", "float32")
-PROB_TOL = {"float64": 1e-12, "float32": 1e-6}
 RESULTS: dict = {}
 
 # name: (HF factory(params), oracle(row, params), params strategy, threshold fields and the
@@ -104,74 +104,18 @@ def run_hf(proc, row: np.ndarray, dtype: str, ids=()) -> np.ndarray:
     return proc(input_ids if ids else input_ids[:, :0], scores)[0].double().numpy()
 
 
-def classes(key: np.ndarray, dtype: str) -> tuple[np.ndarray, set[int]]:
-    """Class id per token: equal scores, where scores within 4 u of each other (equal after the
-    dtype's rounding) are one class; also the classes merged that way (any count is allowed
-    there: HF may see a tie the float64 scores do not have). -inf tokens get -1."""
-    out = np.full(key.size, -1)
-    fin = np.flatnonzero(np.isfinite(key))
-    order = fin[np.argsort(key[fin], kind="stable")]
-    cls, merged, prev = -1, set(), None
-    for i in order:
-        v = key[i]
-        if prev is None or v - prev > 4 * unit_roundoff(dtype) * max(abs(v), abs(prev)):
-            cls += 1
-        elif v != prev:
-            merged.add(cls)
-        out[i], prev = cls, v
-    return out, merged
-
-
-def class_counts(kept: np.ndarray, cls: np.ndarray) -> dict[int, int]:
-    return {int(c): int(kept[cls == c].sum()) for c in np.unique(cls[cls >= 0])}
-
-
-def shift(params: dict, thresholds: dict[str, int], keep_more: bool, delta: float) -> dict:
-    """Thresholds moved by δ towards keeping fewer / more tokens (mass thresholds additively,
-    probability thresholds by a factor e^±δ), clamped to each warper's legal range."""
-    out = dict(params)
-    for name, grows in thresholds.items():
-        up = (grows > 0) == keep_more
-        v = params[name]
-        moved = (v + delta if up else v - delta) if name in ("p", "mass") else v * math.exp(delta if up else -delta)
-        lo, hi = (1e-12, 1 - 1e-12) if name in ("mass", "eps") else (0.0, 1.0)
-        out[name] = min(max(moved, lo), hi)
-    return out
-
-
 def judge(name: str, dtype: str, hf_out: np.ndarray, key: np.ndarray, oracle, thresholds: dict, params: dict,
           delta: float) -> None:
-    """Class counts bracketed by the oracle at the shifted thresholds; probabilities where exact."""
-    kept = np.isfinite(hf_out)
-    exact = oracle(params)
-    lo, hi = oracle(shift(params, thresholds, False, delta)), oracle(shift(params, thresholds, True, delta))
-    cls, merged = classes(key, dtype)
-    c, c_lo, c_hi = (class_counts(np.isfinite(a), cls) for a in (hf_out, lo, hi))
-    bad = {v: (c_lo[v], c[v], c_hi[v]) for v in c
-           if v not in merged and not min(c_lo[v], c_hi[v]) <= c[v] <= max(c_lo[v], c_hi[v])}
-    assert not bad, f"{name}[{dtype}] kept counts per equal-score class (fewer, HF, more) outside the " \
-                    f"bracket: {bad}; HF kept {np.flatnonzero(kept).tolist()}, oracle {np.flatnonzero(np.isfinite(exact)).tolist()}"
+    """``check_kept``'s verdict asserted, its outcome tallied in the report's table."""
+    verdict = check_kept(name, dtype, hf_out, key, oracle, thresholds, params, delta)
     stats = RESULTS.setdefault(f"{name}[{dtype}]", {"examples": 0, "identical_sets": 0, "tie_permuted": 0,
                                                     "boundary_bracketed": 0, "max_prob_diff": 0.0})
-    stats["examples"] += 1
-    if c != class_counts(np.isfinite(exact), cls):
-        stats["boundary_bracketed"] += 1
-    else:
-        same = np.array_equal(kept, np.isfinite(exact))
-        stats["identical_sets" if same else "tie_permuted"] += 1
-        p_hf = np.sort(o_hf.softmax(hf_out))
-        p_or = np.sort(o_hf.softmax(exact))
-        diff = float(np.abs(p_hf - p_or).max())
-        stats["max_prob_diff"] = max(stats["max_prob_diff"], diff)
-        assert diff <= PROB_TOL[dtype], f"{name}[{dtype}]: probabilities differ by {diff:.3g} (> {PROB_TOL[dtype]})"
+    if verdict.outcome != "outside":
+        stats["examples"] += 1
+        stats[verdict.outcome] += 1
+        stats["max_prob_diff"] = max(stats["max_prob_diff"], verdict.prob_diff)
+    assert verdict.why is None, verdict.why
     recording.table("peer_transformers", RESULTS)
-
-
-def delta_for(dtype: str, row: np.ndarray) -> float:
-    if dtype == "float64":
-        return 0.0  # exact: boundary equalities (e.g. two equal logits at p = 0.5) are semantics
-    u, n = unit_roundoff(dtype), row.size  # the cumulative-sum allowance, plus exp's rounding of max|score|
-    return mass_allowance(n, n, u) + float(np.abs(row[np.isfinite(row)]).max()) * u
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -1,20 +1,23 @@
 """Quantization property bodies, written once: the pytest tests and the bug zoo both call them
 through the table in ``properties.quants.suite``. Each takes an ``Impl`` and a drawn case,
-raises ``PropertyFailure`` with WHY / CASE, and returns what it measured."""
+raises a ``properties.failure.Failure`` (property, format, case and, where measured, the error in u
+against its bound, as fields), and returns what it measured."""
 from __future__ import annotations
 
 import math
 import numpy as np
 
 import oracle.quants as oq
-from properties import PropertyFailure
+from properties.failure import Failure
 from properties.numerics import U32, U64, gamma
 from properties.measure import ErrorReport
 from properties.quants.strategies import RawCase, ValueCase
 
 
-def fail(prop: str, case: object, why: str) -> None:
-    raise PropertyFailure(f"WHY  {prop}[{getattr(case, 'record', '?')!r}]: {why}\nCASE {case!r}")
+def fail(prop: str, case: object, why: str, report: ErrorReport | None = None, category: str = "") -> None:
+    """The property said no on ``case``, a case of one format (its record names the failure's)."""
+    raise Failure(why, property=prop, record=getattr(getattr(case, "record", None), "name", ""), case=case,
+                  dtype="", report=report, category=category)
 
 
 def bit_mismatch(got: np.ndarray, want: np.ndarray) -> str | None:
@@ -76,14 +79,14 @@ def check_matvec(qimpl, case: RawCase, seed: int) -> ErrorReport:
     got = np.asarray(qimpl("matvec", case.raw, qt, case.shape, x))
     want = oq.matvec(case.raw, qt, case.shape, x)
     if got.shape != want.shape:
-        fail("matvec error model", case, f"returned shape {got.shape}, expected {want.shape}")
+        fail("matvec error model", case, f"returned shape {got.shape}, expected {want.shape}", category="contract")
     mag = np.abs(oq.dequantize(case.raw, qt, case.shape).astype(np.float64)) @ np.abs(x.astype(np.float64))
     err = np.abs(got.astype(np.float64) - want)
     err_u = np.where(mag > 0, err / np.where(mag > 0, U32 * mag, 1.0), np.where(err == 0, 0.0, math.inf))
     i = int(np.argmax(err_u))
     rep = ErrorReport(float(err_u[i]), matvec_bound_u(k), i)
     if not rep.ok or not np.isfinite(got).all():
-        fail("matvec error model", case, f"row {i}: {rep.describe()}; got {got[i]!r}, oracle {want[i]!r}")
+        fail("matvec error model", case, f"row {i}: {rep.describe()}; got {got[i]!r}, oracle {want[i]!r}", rep)
     return rep
 
 
@@ -101,7 +104,7 @@ def check_roundtrip(qimpl, case: ValueCase) -> ErrorReport:
     if over.any():
         i = np.unravel_index(int(np.flatnonzero(over)[0]), x.shape)
         fail("round trip bound", case, f"block {i[0]} element {i[1]}: x={x[i]!r} -> {back.reshape(x.shape)[i]!r}, "
-             f"error {err[i]:.6g} > allowed {allowed[i]:.6g}")
+             f"error {err[i]:.6g} > allowed {allowed[i]:.6g}", category="error bound")
     ratio = np.where(allowed > 0, err / np.where(allowed > 0, allowed, 1.0), 0.0)
     j = np.unravel_index(int(np.argmax(ratio)), x.shape)
     return ErrorReport(float(err[j] / unit[j]), float(allowed[j] / unit[j]), int(j[0] * rec.block + j[1]))

@@ -16,7 +16,7 @@ from properties.quants.strategies import fill_raw, raw_cases
 
 
 def _property_params():
-    return [pytest.param(p, r, id=f"{p.name}-{r.name}") for p in PROPERTIES for r in p.records()]
+    return [pytest.param(p, r, id=f"{p.name}-{r.name}") for p in PROPERTIES for r in p.points()]
 
 
 @pytest.mark.parametrize("prop, record", _property_params())
@@ -25,8 +25,8 @@ def test_quant_property(qimpl, prop, record, data):
     """Every (property, format) pair of ``properties.quants.suite.PROPERTIES``; see each check's docstring."""
     drawn = data.draw(prop.draw(record), label="case")
     with covered():
-        report = prop.run(qimpl, drawn)
-    recording.note(record.name, prop.name, prop.label, report)
+        report = prop.body(qimpl, record, drawn)
+    recording.note(record.name, prop.name, prop.label, report, drawn)
 
 
 # ---- bad input: the same cases for the oracle and the implementation ----

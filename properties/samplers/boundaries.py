@@ -17,22 +17,14 @@ import numpy as np
 from hypothesis import strategies as st
 
 from properties.samplers.record import SamplerRecord
+from properties.samplers.records import RECORDS
 from properties.samplers.strategies import DTYPES, Case
 
 BOUNDARY_VOCABS = (1, 2, 4, 8, 17, 64, 100, 1000, 4096)
 
 
-def _mass_at(name: str) -> Callable[[int, int], dict]:
-    return lambda k, m: {name: m / k}
-
-
 # record name -> (k finite tokens, m in [1, k]) -> the parameters that put the boundary on a token
-BOUNDARY: dict[str, Callable[[int, int], dict]] = {
-    "top_p": _mass_at("p"),
-    "typical": _mass_at("p"),
-    "min_p": lambda k, m: {"p": 1.0},
-    "xtc": lambda k, m: {"threshold": 1 / k, "probability": 1.0, "chance": 0.0},
-}
+BOUNDARY: dict[str, Callable[[int, int], dict]] = {r.name: r.boundary for r in RECORDS if r.boundary is not None}
 
 
 def masked_uniform(vocab: int, k: int, seed: int, dtype: str) -> np.ndarray:
@@ -52,7 +44,7 @@ def exact_boundary_cases(draw: st.DrawFn, record: SamplerRecord, dtype: str, max
     ms = [draw(st.integers(1, k), label="m") for k in ks]
     seeds = tuple(draw(st.lists(st.integers(0, 2**16), min_size=batch, max_size=batch), label="seeds"))
     params = dict(draw(record.params(batch, vocab), label="params"))
-    rows = [BOUNDARY[record.name](k, m) for k, m in zip(ks, ms)]
+    rows = [record.boundary(k, m) for k, m in zip(ks, ms)]
     for name in rows[0]:
         params[name] = np.asarray([r[name] for r in rows], dtype=np.asarray(params[name]).dtype)
     logits = np.stack([masked_uniform(vocab, k, s, dtype) for k, s in zip(ks, seeds)])

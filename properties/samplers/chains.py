@@ -27,12 +27,14 @@ from properties.numerics import U64, gamma
 from properties.measure import elementwise_error
 from properties.samplers.brackets import describe_set_violation
 from properties.samplers.checks import count_violation
-from properties.samplers.records import RECORDS_BY_NAME
+from properties.samplers.records import RECORDS, RECORDS_BY_NAME
 from properties.samplers.record import SamplerRecord
 from properties.samplers.strategies import FAMILIES, make_logits, vocab_sizes
 
-CHAIN_SAMPLERS = ("logit_bias", "penalties", "top_n_sigma", "top_k", "typical", "top_p", "min_p", "xtc", "temp")
-DEFAULT_CHAIN = ("penalties", "top_k", "top_p", "min_p", "temp")  # edskypmxt with the default no-ops left out
+# the records with a chain role, in common_sampler's order
+_MEMBERS = sorted((r for r in RECORDS if r.chain is not None), key=lambda r: r.chain.position)
+CHAIN_SAMPLERS = tuple(r.name for r in _MEMBERS)
+DEFAULT_CHAIN = tuple(r.name for r in _MEMBERS if r.chain.default)  # edskypmxt with the default no-ops left out
 
 
 @dataclass
@@ -48,19 +50,6 @@ class Step:
         return f"{self.record.name}{shown}"
 
 
-_EIGHTHS = st.integers(-8, 8).map(lambda i: i / 8)
-_EXACT = {
-    "temp": lambda v: st.fixed_dictionaries({"t": st.sampled_from([0.25, 0.5, 1.0, 2.0, 4.0])}),
-    "penalties": lambda v: st.integers(0, 6).flatmap(lambda h: st.fixed_dictionaries({
-        "history": st.lists(st.integers(0, v - 1), min_size=h, max_size=h), "last_n": st.sampled_from([0, 3, 64]),
-        "repeat": st.sampled_from([0.5, 1.0, 2.0]), "freq": _EIGHTHS, "present": _EIGHTHS})),
-    "logit_bias": lambda v: st.fixed_dictionaries({
-        "bias_ids": st.lists(st.integers(0, v - 1), min_size=4, max_size=4),
-        "bias_vals": st.lists(st.one_of(st.integers(-32, 32).map(lambda i: i / 8), st.just(-np.inf)),
-                              min_size=4, max_size=4)}),
-}
-
-
 def _as_batch1(params: dict) -> dict:
     return {k: np.asarray([v]) for k, v in params.items()}
 
@@ -70,8 +59,8 @@ def steps(draw, names: tuple[str, ...], vocab: int) -> list[Step]:
     out = []
     for name in names:
         rec = RECORDS_BY_NAME[name]
-        if name in _EXACT:
-            out.append(Step(rec, _as_batch1(draw(_EXACT[name](vocab), label=name))))
+        if rec.chain is not None and rec.chain.exact is not None:
+            out.append(Step(rec, _as_batch1(draw(rec.chain.exact(vocab), label=name))))
         else:
             out.append(Step(rec, draw(rec.params(1, vocab), label=name)))
     return out

@@ -1,8 +1,9 @@
 """Property bodies, written once and shared by the pytest tests and the bug-zoo runner.
 
-Each ``check_*`` takes an ``Impl``, a catalogue record and a drawn ``Case``; it raises
-``PropertyFailure`` (an AssertionError) with a WHY / CASE message, and returns the error
-reports it measured so the caller can record them.
+Each ``check_*`` takes an ``Impl``, a catalogue record and a drawn ``Case``; it raises a
+``properties.failure.Failure`` (an AssertionError whose fields are the property, record, case
+and, when measured, the error in u against its bound), and returns the error reports it
+measured so the caller can record them.
 """
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import numpy as np
 
 from oracle.candidates import TokenDataArray
 from oracle.samplers.base import Empty
-from properties import PropertyFailure, cdf_shape, recording
+from properties import cdf_shape, recording
+from properties.failure import Failure
 from properties.backends import PASS_THROUGH
 from properties.samplers.record import SamplerRecord
 from properties import numerics as nm
@@ -22,9 +24,9 @@ from properties.stratified import GridResult, judge_logit_sampler
 CHUNK_ELEMENTS = 1_000_000  # logits elements per impl call (N rows x V would not fit at large V)
 
 
-def fail(prop: str, record: str, case: Case, why: str, row: int | None = None) -> None:
-    where = f" row {row}" if row is not None else ""
-    raise PropertyFailure(f"WHY  {prop}[{record}]{where}: {why}\nCASE {case!r}")
+def fail(prop: str, record: str, case: Case, why: str, row: int | None = None, report: ErrorReport | None = None,
+         category: str = "") -> None:
+    raise Failure(why, property=prop, record=record, case=case, row=row, report=report, category=category)
 
 
 def run_impl(impl, record: SamplerRecord, case: Case):
@@ -32,13 +34,15 @@ def run_impl(impl, record: SamplerRecord, case: Case):
     if record.kind == "select":
         ids = np.asarray(out[0] if isinstance(out, tuple) else out)
         if ids.shape != (case.batch,):
-            fail("shape", record.name, case, f"selection returned shape {ids.shape}, expected ({case.batch},)")
+            fail("shape", record.name, case, f"selection returned shape {ids.shape}, expected ({case.batch},)",
+                 category="contract")
         if ((ids < 0) | (ids >= case.vocab)).any():
-            fail("range", record.name, case, f"token ids {ids.tolist()} outside [0, {case.vocab})")
+            fail("range", record.name, case, f"token ids {ids.tolist()} outside [0, {case.vocab})", category="contract")
         return out
     out = np.asarray(out)
     if out.shape != case.logits.shape:
-        fail("shape", record.name, case, f"returned shape {out.shape}, expected {case.logits.shape} (fixed shape)")
+        fail("shape", record.name, case, f"returned shape {out.shape}, expected {case.logits.shape} (fixed shape)",
+             category="contract")
     return out
 
 
@@ -66,13 +70,13 @@ def check_matches_oracle(impl, record: SamplerRecord, case: Case) -> list[ErrorR
                 probs = np.asarray(impl("softmax", out[b:b + 1]))[0]
                 rep, why = judge_softmax(probs, np.where(kept, row, -np.inf))
                 if why:
-                    fail("impl≡oracle probabilities", record.name, case, why, b)
+                    fail("impl≡oracle probabilities", record.name, case, why, b, rep)
                 reports.append(rep)
         elif record.kind == "transform":
             exact = record.run_oracle(row, params).dense_logits(case.vocab)
             rep = elementwise_error(out[b], exact, record.transform_bound_u(row, params))
             if not rep.ok:
-                fail("impl≡oracle logits", record.name, case, rep.describe(), b)
+                fail("impl≡oracle logits", record.name, case, rep.describe(), b, rep)
             reports.append(rep)
         else:
             ids = np.asarray(out[0] if isinstance(out, tuple) else out)
@@ -84,7 +88,7 @@ def check_matches_oracle(impl, record: SamplerRecord, case: Case) -> list[ErrorR
                 state = tuple(np.asarray(o)[b] for o in out[1:]) if isinstance(out, tuple) else ()
                 why, rep = record.judge_state(record, row, params, int(ids[b]), state)
                 if why:
-                    fail("impl≡oracle state", record.name, case, why, b)
+                    fail("impl≡oracle state", record.name, case, why, b, rep)
                 if rep is not None:
                     reports.append(rep)
     return reports
@@ -147,9 +151,9 @@ def check_softmax_invariants(impl, case: Case, shift: int) -> None:
     if not (p[~np.isfinite(x)] == 0).all():
         fail("softmax invariants", "softmax", case, "a -inf logit got non-zero probability")
     for b in range(case.batch):
-        _, why = judge_softmax(p[b], grid[b])
+        rep, why = judge_softmax(p[b], grid[b])
         if why:
-            fail("softmax invariants", "softmax", case, why, b)
+            fail("softmax invariants", "softmax", case, why, b, rep)
     if not np.array_equal(p, p_shift):
         fail("softmax invariants", "softmax", case, f"not invariant under an exact shift of the logits by {shift}")
 
@@ -231,7 +235,7 @@ def check_rejects_bad_row(impl, record: SamplerRecord, case: Case, row: int, col
         raise
     except Exception as exc:
         fail("clean row answered", record.name, case, f"raised {type(exc).__name__}: {exc} on the clean rows, "
-             f"before any bad value was planted")
+             f"before any bad value was planted", category="crash")
     if bad == "all_neginf":
         x[row] = -np.inf
         if record.kind != "select":  # legal input for filters and transforms: -inf in, -inf out
@@ -239,7 +243,7 @@ def check_rejects_bad_row(impl, record: SamplerRecord, case: Case, row: int, col
             if np.isfinite(out[row]).any() or np.isnan(out[row]).any():
                 fail("all -inf row stays -inf", record.name, Case(case.family, case.vocab, "float32", case.seeds,
                      case.params, x), f"row {row} is all -inf; the output holds {out[row][~np.isneginf(out[row])][:4]}",
-                     row)
+                     row, category="contract")
             return
     else:
         x[row, col] = np.nan if bad == "nan" else np.inf
@@ -255,17 +259,18 @@ def check_rejects_bad_row(impl, record: SamplerRecord, case: Case, row: int, col
     except Exception as exc:  # a crash is a refusal only in the loosest sense
         if c.refuses_bad_input:
             fail("bad row refused", record.name, poisoned, f"row {row} holds {bad}: raised {type(exc).__name__}: "
-                 f"{exc} instead of ValueError", row)
+                 f"{exc} instead of ValueError", row, category="contract")
         recording.robustness("bad input", record.name, False, f"{bad}: raised {type(exc).__name__}")
         return
     shown = np.asarray(out[0] if isinstance(out, tuple) else out)
     if record.kind == "select" and ((shown < 0) | (shown >= case.vocab)).any():
         fail("bad row: token id in range", record.name, poisoned,
-             f"row {row} holds {bad} (column {col}); returned ids {shown.tolist()} outside [0, {case.vocab})", row)
+             f"row {row} holds {bad} (column {col}); returned ids {shown.tolist()} outside [0, {case.vocab})", row,
+             category="contract")
     what = f"ids {shown.tolist()}" if record.kind == "select" else f"an array of shape {shown.shape}"
     why = f"row {row} holds {bad} (column {col}); returned {what} instead of raising ValueError"
     if c.refuses_bad_input:
-        fail("bad row refused", record.name, poisoned, why, row)
+        fail("bad row refused", record.name, poisoned, why, row, category="contract")
     recording.robustness("bad input", record.name, False, why)
 
 
@@ -282,7 +287,8 @@ def sample_impl(impl, row: np.ndarray, u: np.ndarray) -> np.ndarray:
         uc = u[start:start + rows]
         ids = np.asarray(impl("dist", np.repeat(row[None, :], uc.size, axis=0), uc))
         if ids.shape != uc.shape or not np.issubdtype(ids.dtype, np.integer):
-            raise PropertyFailure(f"dist returned {ids.dtype} shape {ids.shape}, expected integer ids of shape {uc.shape}")
+            raise Failure(f"dist returned {ids.dtype} shape {ids.shape}, expected integer ids of shape {uc.shape}",
+                          category="contract")
         out.append(ids)
     return np.concatenate(out)
 
@@ -302,11 +308,11 @@ def check_dist_one_cdf(impl, case: Case) -> list[ErrorReport]:
     u = cdf_shape.uniforms(row64)
     try:
         ids = sample_impl(impl, row, u)
-    except PropertyFailure as exc:
-        fail("dist follows one CDF", "dist", case, str(exc))
+    except Failure as exc:
+        fail("dist follows one CDF", "dist", case, exc.why, category=exc.category)
     res = cdf_shape.judge(row64, u, ids)
     if not res.passed:
-        fail("dist follows one CDF", "dist", case, res.describe())
+        fail("dist follows one CDF", "dist", case, res.describe(), category="distribution")
     return [ErrorReport(res.ratio, 1.0, 0)]
 
 
@@ -315,6 +321,6 @@ def check_dist_grid(impl, case: Case, n: int = DRAWN_GRID_N) -> None:
     try:
         res = dist_on_grid(impl, case.logits[0], n)
     except ValueError as exc:  # ids outside the vocabulary
-        fail("dist on the stratified grid", "dist", case, str(exc))
+        fail("dist on the stratified grid", "dist", case, str(exc), category="contract")
     if not res.passed:
-        fail("dist on the stratified grid", "dist", case, res.describe())
+        fail("dist on the stratified grid", "dist", case, res.describe(), category="distribution")

@@ -17,8 +17,6 @@ near-threshold bug is seen.
 from __future__ import annotations
 
 import math
-from typing import Callable
-
 import numpy as np
 
 from properties import numerics as nm
@@ -28,25 +26,6 @@ from properties.samplers import windows as w
 
 CUT_MARGIN = 4.0
 LARGE = 262144
-
-# per record: one row's parameters (scalars) for the generic corners
-_PARAMS: dict[str, Callable[[int], dict]] = {
-    "greedy": lambda v: {},
-    "dist": lambda v: {"u": 0.3},
-    "temp": lambda v: {"t": 0.7},
-    "temp_ext": lambda v: {"t": 1.0, "delta": 0.5, "exponent": 1.0},
-    "top_k": lambda v: {"k": 3},
-    "top_p": lambda v: {"p": 0.01, "min_keep": 0},
-    "min_p": lambda v: {"p": 0.99, "min_keep": 0},
-    "typical": lambda v: {"p": 0.01, "min_keep": 0},
-    "top_n_sigma": lambda v: {"n": 1.0},
-    "xtc": lambda v: {"probability": 1.0, "threshold": 0.1, "min_keep": 0, "chance": 0.0},
-    "logit_bias": lambda v: {"bias_ids": np.array([0, v - 1, -1, -1]), "bias_vals": np.array([2.5, -1.0, 0.0, 0.0])},
-    "penalties": lambda v: {"history": np.array([0, 1, 1, v - 1]), "last_n": 8, "repeat": 1.3, "freq": 0.5,
-                            "present": 0.25},
-    "mirostat_v2": lambda v: {"mu": 5.0, "u": 0.5, "tau": 3.0, "eta": 0.1},
-}
-
 
 def _case(name: str, rows: np.ndarray, params: list[dict], dtype: str) -> Case:
     """A batch of constructed rows (rounded to ``dtype``) with per-row parameters."""
@@ -62,7 +41,7 @@ def _tied(k: int, v: int) -> np.ndarray:
 
 
 def _generic(record: SamplerRecord, dtype: str) -> list[Case]:
-    p = _PARAMS[record.name]
+    p = record.corner
     out = [_case("all tied", np.full((1, 1000), 0.5), [p(1000)], dtype),
            _case("one finite", make_logits("one_finite", 4096, 1)[None], [p(4096)], dtype)]
     if dtype == "float32":
@@ -70,7 +49,7 @@ def _generic(record: SamplerRecord, dtype: str) -> list[Case]:
     return out
 
 
-def _mass_cut(record: SamplerRecord) -> Case:
+def mass_cut() -> Case:
     """p at m/k ± CUT_MARGIN mass windows on rows of k equal logits, and p = m/k exactly where k
     is a power of two (every mass exact: the boundary convention itself is observable)."""
     rows, params = [], []
@@ -93,13 +72,13 @@ def _near_ties_row(base: float, v: int = 4096) -> np.ndarray:
     return base + step * (levels == 3) - step * (levels == 0)
 
 
-def _top_k_cut() -> Case:
+def top_k_cut() -> Case:
     row = _near_ties_row(3.0)
     k = int((row == row.max()).sum())
     return _case("top_k cut one ulp", np.stack([row, row]), [{"k": k}, {"k": k + 1}], "float32")
 
 
-def _min_p_cut() -> Case:
+def min_p_cut() -> Case:
     rows, params = [_near_ties_row(17.0), _near_ties_row(-20.0)], [{"p": 1.0, "min_keep": 0}] * 2
     rng = np.random.default_rng(3)
     for p in (0.05, 0.1, 0.5):
@@ -114,7 +93,7 @@ def _min_p_cut() -> Case:
     return _case("min_p cut", padded, params, "float32")
 
 
-def _dist_cut() -> Case:
+def dist_cut() -> Case:
     row = make_logits("zipf", 64, 5).astype(np.float64)
     model = nm.softmax_model(row)
     cdf = np.cumsum(model.p)
@@ -124,28 +103,17 @@ def _dist_cut() -> Case:
     return _case("dist cut", np.stack([row] * len(us)), [{"u": u} for u in us], "float32")
 
 
-def _sigma_convention() -> Case:
+def sigma_convention() -> Case:
     """The population std (divide by n): on [0, 1] (std 1/2) with n = 1.6 and [0, 0, 1, 1] with
     n = 1.9 the zeros sit 0.2 and 0.05 below the cut; a sample std (n - 1) keeps them."""
     rows = np.array([[0.0, 1.0, -np.inf, -np.inf], [0.0, 0.0, 1.0, 1.0]])
     return _case("std convention", rows, [{"n": 1.6}, {"n": 1.9}], "float32")
 
 
-_CUTS: dict[str, Callable[[], Case]] = {
-    "top_k": _top_k_cut, "min_p": _min_p_cut, "top_n_sigma": _sigma_convention, "top_p": lambda: _mass_cut_for("top_p"),
-    "typical": lambda: _mass_cut_for("typical"), "dist": _dist_cut,
-}
-
-
-def _mass_cut_for(name: str) -> Case:
-    from properties.samplers.records import RECORDS_BY_NAME
-
-    return _mass_cut(RECORDS_BY_NAME[name])
-
-
 def corners(record: SamplerRecord | None, dtype: str) -> tuple[Case, ...]:
-    """The pinned corners of ``record`` in ``dtype`` (none for records without an impl)."""
-    if record is None or not record.has_impl or record.name not in _PARAMS:
+    """The pinned corners of ``record`` in ``dtype`` (none for records without an impl or without
+    corner parameters: the catalogue test lists which those are)."""
+    if record is None or not record.has_impl or record.corner is None:
         return ()
-    cut = (_CUTS[record.name](),) if record.name in _CUTS and dtype == "float32" else ()
+    cut = (record.cut(),) if record.cut is not None and dtype == "float32" else ()
     return cut + tuple(_generic(record, dtype))

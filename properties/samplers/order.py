@@ -14,12 +14,11 @@ import math
 import numpy as np
 from hypothesis import strategies as st
 
-from properties.samplers.strategies import floats32
-
 from oracle import samplers as s
 from oracle.candidates import TokenDataArray
+from properties.samplers.records import RECORDS, RECORDS_BY_NAME
 
-SAMPLERS = ("temp", "top_k", "top_p", "min_p", "typical", "top_n_sigma", "penalties", "logit_bias")
+SAMPLERS = tuple(r.name for r in RECORDS if r.order is not None)
 COMMUTE = {frozenset(p) for p in (("temp", "top_k"), ("temp", "top_n_sigma"), ("top_k", "min_p"))}
 EXPECTED = {frozenset(p): ("commute" if frozenset(p) in COMMUTE else "differs")
             for p in itertools.combinations(SAMPLERS, 2)}
@@ -35,33 +34,21 @@ WHY = {
 
 
 def build(name: str, p: dict, vocab: int) -> s.Sampler:
-    if name == "temp":
-        return s.temp(p["t"])
-    if name == "top_k":
-        return s.top_k(p["k"])
-    if name in ("top_p", "min_p", "typical"):
-        return getattr(s, name)(p[name], 0)
-    if name == "top_n_sigma":
-        return s.top_n_sigma(p["n"])
-    if name == "penalties":
-        smp = s.penalties(16, p["repeat"], p["freq"], p["present"])
-        for t in p["history"]:
-            smp.accept(t % vocab)
-        return smp
-    return s.logit_bias(vocab, [(t % vocab, b) for t, b in p["bias"]])
+    """The record's oracle from its pair parameters (a name that is no order member raises)."""
+    rec = RECORDS_BY_NAME[name]
+    if rec.order is None:
+        raise KeyError(f"sampler {name!r} is no member of the order matrix (members: {', '.join(SAMPLERS)})")
+    kw = rec.order.build(p, vocab)
+    smp = rec.build(kw, vocab)
+    for t in kw.get("history", ()):
+        smp.accept(t)
+    return smp
 
 
 def params(pair: tuple[str, str], exact_temp: bool) -> st.SearchStrategy[dict]:
     """Only the pair's own parameters, so the shrinker searches a small space."""
-    temps = st.sampled_from([0.25, 0.5, 2.0, 4.0]) if exact_temp else floats32(0.1, 4.0)
-    return st.fixed_dictionaries({k: v for k, v in {
-        "t": temps, "k": st.integers(1, 8), "top_p": floats32(0.05, 0.99),
-        "min_p": floats32(0.01, 0.9), "typical": floats32(0.05, 0.99),
-        "n": floats32(0.1, 3.0), "repeat": floats32(0.5, 2.0),
-        "freq": floats32(-1.0, 1.0), "present": floats32(-1.0, 1.0),
-        "history": st.lists(st.integers(0, 63), max_size=4),
-        "bias": st.lists(st.tuples(st.integers(0, 63), floats32(-5, 5)), max_size=3),
-    }.items() if _uses(pair, k)})
+    return st.fixed_dictionaries({k: v for name in sorted(pair, key=SAMPLERS.index)
+                                  for k, v in RECORDS_BY_NAME[name].order.params(exact_temp).items()})
 
 
 def small_logits(max_vocab: int = 8) -> st.SearchStrategy[list[float]]:
@@ -84,13 +71,6 @@ def witness_record(pair: tuple[str, str], logits: list[float], p: dict) -> dict:
     a, b = distribution(pair, logits, p), distribution(pair[::-1], logits, p)
     return {"first": pair[0], "second": pair[1], "logits": logits, "params": p, "tvd": tvd(a, b),
             f"{pair[0]}→{pair[1]}": np.round(a, 6).tolist(), f"{pair[1]}→{pair[0]}": np.round(b, 6).tolist()}
-
-
-def _uses(pair: tuple[str, str], key: str) -> bool:
-    owner = {"t": "temp", "k": "top_k", "top_p": "top_p", "min_p": "min_p", "typical": "typical",
-             "n": "top_n_sigma", "repeat": "penalties", "freq": "penalties", "present": "penalties",
-             "history": "penalties", "bias": "logit_bias"}
-    return owner[key] in pair
 
 
 def pair_id(pair: tuple[str, str]) -> str:

@@ -1,7 +1,9 @@
-"""One record per sampler: how to build the oracle, call the impl, draw parameters, and judge.
+"""One record per sampler: how to build the oracle, call the impl, draw parameters, and judge,
+and every role the sampler plays elsewhere, each as a typed facet (``None``: it takes no part).
 
-Tests are generated from these records (parametrised by ``record.name``), so adding a sampler
-means: an oracle factory, an impl function, and one record here. No test body is written twice.
+Tests and every per-sampler table are generated from these records (parametrised by
+``record.name``), so adding a sampler means: an oracle factory, an impl function, and one record
+in ``records.py``. No test body is written twice, and no table elsewhere is keyed by a name.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 from oracle.candidates import TokenDataArray
 from oracle.samplers.base import Sampler
+from properties.samplers.strategies import FAMILIES
 
 Kind = Literal["filter", "transform", "select"]
 Params = dict[str, Any]
@@ -34,13 +37,77 @@ def _params_key(params: Params) -> tuple:
 
 
 @dataclass(frozen=True)
+class ChainRole:
+    """A member of the masked-vs-truncated chains (``samplers/chains.py``)."""
+    exact: Callable[[int], st.SearchStrategy[Params]] | None = None
+    """vocab -> one row's scalar parameters that keep every transform exact in fp32 (None: the
+    record's own ``params`` at batch 1, which are exact already)."""
+    default: bool = False
+    """In the default chain (llama.cpp's edskypmxt with its default no-ops left out)."""
+    position: int = 0
+    """Its place in common_sampler's chain (logit_bias first, then the edskypmxt order, temperature
+    last): chains built from the catalogue list their members in this order."""
+
+
+@dataclass(frozen=True)
+class OrderRole:
+    """A member of the order matrix (``samplers/order.py``): its own pair parameters, named apart
+    from every other member's, and how they become the sampler's constructor parameters."""
+    params: Callable[[bool], dict[str, st.SearchStrategy]]
+    """exact_temp -> {pair parameter: strategy}; exact_temp asks for powers-of-two temperatures."""
+    build: Callable[[dict, int], Params]
+    """(pair parameters, vocab) -> constructor parameters for ``SamplerRecord.build`` (a
+    ``history`` entry is accepted after construction)."""
+
+
+@dataclass(frozen=True)
+class LlamaRole:
+    """The llama.cpp peer facet: how llama.cpp's own sampler is built and judged."""
+    name: str
+    """llama.cpp's name for it (``llama_sampler_i::name``), which the oracle sampler's ``.name`` mirrors."""
+    params: Callable[[int], st.SearchStrategy[Params]]
+    """vocab -> constructor parameters at float32 width (oracle and llama.cpp see the same value)."""
+    peer: Callable[[Params, int], Any]
+    """(constructor parameters, vocab) -> llama.cpp's sampler (``properties.peers.llama_cpp.adapter``)."""
+    legal: Callable
+    """The legal-answer builder (pre-apply oracle, input, oracle output, drift) -> ``Legal``."""
+    families: tuple[str, ...] = field(default_factory=lambda: tuple(FAMILIES))
+    """Logit families drawn for it."""
+    history: bool = False
+    """Accepts a drawn token history before the single-step apply."""
+    stream: str = ""
+    """"" stateless; "own": accepts the token it selected; "fed": accepts a fixed token stream."""
+    self_state: bool = False
+    """Its state follows its own selection: a stream stops at the first legal divergence."""
+    stream_params: Params | None = None
+    """One representative parameter set for the long seeded streams (None: not streamed)."""
+    sorts: bool = False
+    """llama.cpp sorts the array first (its bucket sort; top_k <= 128 uses std::partial_sort)."""
+    backend: bool = False
+    """llama.cpp has a ggml-graph version (``backend_apply``), checked against the real library."""
+    backend_chain: str = ""
+    """Its place in the generated backend chains: "prefix" (graph ops), "suffix" (CPU), or ""."""
+    backend_params: Callable[[int], st.SearchStrategy[Params]] | None = None
+    """vocab -> fp32-exact constructor parameters for the backend chains (every legal shape)."""
+    call: str = ""
+    """The reproducer scripts' C-API call, a format string over the constructor parameters."""
+    letter: str = ""
+    """Its letter in common_sampler's ``--sampling-seq`` (``oracle.chain``)."""
+    settings: Callable[[Any], Params] | None = None
+    """``oracle.chain.SamplingParams`` -> its constructor parameters in common_sampler's chain."""
+
+
+@dataclass(frozen=True)
 class SamplerRecord:
     name: str
     kind: Kind
-    oracle: Callable[[Params], Sampler]
-    """One row's scalar parameters -> a ready oracle sampler (history already accepted)."""
     params: Callable[[int, int], st.SearchStrategy[Params]]
     """(batch, vocab) -> per-row parameter arrays."""
+    build: Callable[[Params, int], Sampler] | None = None
+    """The one oracle factory: (llama.cpp's constructor parameters, n_vocab) -> oracle sampler."""
+    oracle: Callable[[Params], Sampler] | None = None
+    """One row's scalar parameters -> a ready oracle sampler (history already accepted); default
+    ``build`` on the same parameters, where the impl takes the constructor's parameters."""
     impl: Callable[[Any, np.ndarray, Params], Any] | None = None
     """(Impl, logits [B,V], params) -> the impl's batched result; None = oracle-only."""
     impl_name: str = ""
@@ -73,6 +140,23 @@ class SamplerRecord:
     allowance: str = ""
     """The stated boundary allowance, in words (shown in the report)."""
     tags: frozenset[str] = field(default_factory=frozenset)
+    corner: Callable[[int], Params] | None = None
+    """vocab -> one row's scalar parameters for the pinned generic corners (``corners.py``)."""
+    cut: Callable[[], Any] | None = None
+    """-> the float32 corner ``Case`` placing its cut just outside the judge's window."""
+    boundary: Callable[[int, int], Params] | None = None
+    """(k equal finite tokens, m in [1, k]) -> the parameters that put the boundary exactly on a
+    token (``boundaries.py``)."""
+    chain: ChainRole | None = None
+    order: OrderRole | None = None
+    llama: LlamaRole | None = None
+
+    def __post_init__(self) -> None:
+        if self.oracle is None:
+            if self.build is None:
+                raise ValueError(f"sampler record {self.name!r} has neither an oracle nor a build factory")
+            build = self.build
+            object.__setattr__(self, "oracle", lambda p: build(p, p.get("n_vocab", 0)))
 
     def __repr__(self) -> str:  # pytest ids and hypothesis output
         return self.name

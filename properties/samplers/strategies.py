@@ -211,3 +211,33 @@ def floats32(lo: float, hi: float, **kw) -> st.SearchStrategy[float]:
     if hi32 > hi:
         hi32 = np.nextafter(hi32, np.float32(-np.inf))
     return st.floats(float(lo32), float(hi32), width=32, allow_nan=False, **kw)
+
+
+# ---- llama.cpp constructor parameters (the peer facet of a record) ----------------------------
+
+def f32(lo: float, hi: float, *special: float) -> st.SearchStrategy[float]:
+    """float32 values in [lo, hi] (bounds rounded inwards), plus the listed special values: the
+    oracle and llama.cpp then see the same value."""
+    drawn = floats32(lo, hi)
+    specials = [float(np.float32(x)) for x in special]
+    return st.one_of(st.sampled_from(specials), drawn) if special else drawn
+
+
+def peer_seed() -> st.SearchStrategy[int]:
+    return st.integers(0, 2**32 - 2)  # 0xFFFFFFFF means "random" in llama.cpp
+
+
+def token_history(vocab: int) -> st.SearchStrategy[list[int]]:
+    # a small alphabet, so that penalties count repeats and DRY finds repeated suffixes
+    small = st.integers(0, min(vocab, 6) - 1)
+    return st.lists(st.one_of(small, small, st.integers(0, vocab - 1)), max_size=40)
+
+
+def dry_breakers(vocab: int) -> st.SearchStrategy[list[list[int]]]:
+    return st.lists(st.lists(st.integers(0, min(vocab, 6) - 1), min_size=1, max_size=3), max_size=3)
+
+
+NO_UNDERFLOW = ("peaked", "flat", "zipf", "plateaus", "near_ties")  # typical: no p underflows to 0
+# logits >= 3.3e8 break llama.cpp's bucket sort (finding "bucket-sort-int-overflow"): the
+# samplers that sort draw every family but "huge"; top_k keeps it (k <= 128 sorts correctly)
+SORTABLE = tuple(f for f in FAMILIES if f != "huge")

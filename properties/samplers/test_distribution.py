@@ -31,6 +31,7 @@ from oracle import samplers as s
 from oracle.candidates import TokenDataArray
 from oracle.chain import Chain
 from properties import recording
+from properties.failure import Failure
 from properties.plugin import covered
 from properties.profiles import current_profile
 from properties.samplers.chains import Step, impl_prefix
@@ -91,19 +92,21 @@ def note_gate(case_id: str, res: GofResult, dtype: str) -> None:
     recording.table("distribution_gof", TABLE)
 
 
+def _constructor(name: str, v: float) -> dict:
+    """One chain member's constructor parameters from its single value (top_p and min_p with
+    min_keep 0, as llama.cpp's defaults)."""
+    return {"top_k": {"k": int(v)}, "top_p": {"p": v, "min_keep": 0}, "min_p": {"p": v, "min_keep": 0},
+            "temp": {"t": v}}[name]
+
+
 def chain_steps(names: tuple) -> list[Step]:
-    """The chain as [1]-shaped impl parameters (top_p and min_p with min_keep 0, as llama.cpp's defaults)."""
-    params = {"top_k": lambda v: {"k": np.array([v], dtype=np.int64)},
-              "top_p": lambda v: {"p": np.array([v]), "min_keep": np.array([0], dtype=np.int64)},
-              "min_p": lambda v: {"p": np.array([v]), "min_keep": np.array([0], dtype=np.int64)},
-              "temp": lambda v: {"t": np.array([v])}}
-    return [Step(RECORDS_BY_NAME[name], params[name](v)) for name, v in names]
+    """The chain as [1]-shaped impl parameters."""
+    return [Step(RECORDS_BY_NAME[name], {k: np.array([x], dtype=np.int64 if isinstance(x, int) else np.float64)
+                                         for k, x in _constructor(name, v).items()}) for name, v in names]
 
 
 def oracle_chain(names: tuple) -> Chain:
-    build = {"top_k": lambda v: s.top_k(int(v)), "top_p": lambda v: s.top_p(v, 0),
-             "min_p": lambda v: s.min_p(v, 0), "temp": s.temp}
-    return Chain([build[name](v) for name, v in names])
+    return Chain([RECORDS_BY_NAME[name].build(_constructor(name, v), 0) for name, v in names])
 
 
 @pytest.mark.parametrize("family, vocab, seed, dtype", CI_ROWS + nightly(NIGHTLY_ROWS))
@@ -113,8 +116,10 @@ def test_impl_dist_follows_oracle_distribution(impl, family, vocab, seed, dtype)
     with covered():
         res = dist_on_grid(impl, row, GRID_N)
     note_grid(f"impl:{family}/{vocab}/{dtype}/seed{seed}", res, dtype)
-    assert res.passed, f"WHY  dist on the stratified grid does not follow softmax(row): {res.describe()}\n" \
-                       f"CASE make_logits({family!r}, {vocab}, {seed}, {dtype!r})"
+    if not res.passed:
+        raise Failure(res.describe(), property="dist on the stratified grid does not follow softmax(row)",
+                      record="dist", dtype=dtype, case=f"make_logits({family!r}, {vocab}, {seed}, {dtype!r})",
+                      category="distribution")
 
 
 @given(data=st.data())
@@ -136,12 +141,15 @@ def test_impl_chain_then_dist_follows_oracle_chain(impl, chain, case):
     row = make_logits(family, vocab, seed, dtype)
     with covered():
         ran = impl_prefix(impl, row[None, :], chain_steps(CHAINS[chain]), exact=False)
-        assert ran.violation is None, f"WHY  {chain}: {ran.violation}\nCASE make_logits({family!r}, {vocab}, " \
-                                      f"{seed}, {dtype!r})"
+        if ran.violation is not None:
+            raise Failure(ran.violation, property=chain, dtype=dtype,
+                          case=f"make_logits({family!r}, {vocab}, {seed}, {dtype!r})")
         res = dist_on_grid(impl, ran.masked[0], GRID_N)
     note_grid(f"impl:{chain}:{family}/{vocab}/{dtype}", res, dtype)
-    assert res.passed, f"WHY  {chain} -> dist on the stratified grid does not follow the chain's row: " \
-                       f"{res.describe()}\nCASE make_logits({family!r}, {vocab}, {seed}, {dtype!r})"
+    if not res.passed:
+        raise Failure(res.describe(), property=f"{chain} -> dist on the stratified grid does not follow the chain's row",
+                      record="dist", dtype=dtype, case=f"make_logits({family!r}, {vocab}, {seed}, {dtype!r})",
+                      category="distribution")
 
 
 def mirostat_survivors(row64: np.ndarray, mu: float, tau: float, eta: float) -> np.ndarray:
@@ -178,8 +186,10 @@ def test_impl_mirostat_v2_follows_its_survivors(impl, family, vocab, seed, dtype
     with covered():
         res = judge_counts(grid_counts(sample, vocab, MIROSTAT_N), q, kappa)
     note_grid(f"impl:mirostat_v2(mu={mu}):{family}/{vocab}/{dtype}", res, dtype)
-    assert res.passed, f"WHY  mirostat_v2 on the stratified grid does not follow its survivors: {res.describe()}\n" \
-                       f"CASE make_logits({family!r}, {vocab}, {seed}, {dtype!r}), mu={mu}, tau={tau}, eta={eta}"
+    if not res.passed:
+        raise Failure(res.describe(), property="mirostat_v2 on the stratified grid does not follow its survivors",
+                      record="mirostat_v2", dtype=dtype, category="distribution",
+                      case=f"make_logits({family!r}, {vocab}, {seed}, {dtype!r}), mu={mu}, tau={tau}, eta={eta}")
 
 
 @pytest.mark.parametrize("chain, case", ORACLE_ROWS, ids=[c or "dist" for c, _ in ORACLE_ROWS])
@@ -197,5 +207,7 @@ def test_oracle_dist_follows_its_distribution(chain, case):
         ids[i] = cur.selected_token
     res = gof_samples(ids, expected)
     note_gate(f"oracle:{chain or 'dist'}:{family}/{vocab}", res, dtype)
-    assert res.passed, f"WHY  oracle dist (mt19937 seed {seed}) does not follow its distribution: " \
-                       f"{res.describe()}\nCASE make_logits({family!r}, {vocab}, {seed}, {dtype!r}), chain {chain}"
+    if not res.passed:
+        raise Failure(res.describe(), property=f"oracle dist (mt19937 seed {seed}) does not follow its distribution",
+                      record="dist", dtype=dtype, category="distribution",
+                      case=f"make_logits({family!r}, {vocab}, {seed}, {dtype!r}), chain {chain}")

@@ -14,18 +14,28 @@ So
 
 with n_rej <= n_a·(1 - α) + 1/2 + n_a·δα, and count_j = 0 exactly where the filtered p_j = 0.
 δα = α·((1 + ε_p)(1 + u)² - 1) and h = (ε_p·Σp + u·Σw)/Σw, u = 2^-24; ε_p, the target's
-renormalisation after its own top-k, is 2u + γ_n over the n kept tokens (0 with top-k off: p is
-used as given). Summed with the draft law q̂(d) = q(d)/Σq, Σ_d q̂(d)·count_j(d) must lie within
-Σ_d q̂(d)·allowed_j(d) of N·L_j, L = ``oracle.speculative.first_token_law`` = p_0 (up to p_0's
-float32 rounding, reported as ``law_vs_p``). No statistics: a correct sampler passes for certain.
+renormalisations after its own top-k and top-p, is 2u + γ_n per active filter over the n kept
+tokens (0 with both off: p is used as given; ``filters.eps_p``). Summed with the draft law
+q̂(d) = q(d)/Σq, Σ_d q̂(d)·count_j(d) must lie within Σ_d q̂(d)·allowed_j(d) of N·L_j,
+L = ``oracle.speculative.first_token_law`` = p_0 (up to p_0's float32 rounding, reported as
+``law_vs_p``). No statistics: a correct sampler passes for certain.
+
+The filtered target. p is the target after its own top-k and top-p (``oracle.speculative.
+target_filter``). Where the exact mass at the top-p cut lies within the fp32 mass window of p,
+an engine may legally keep one token more or fewer (``filters.legal_targets``): every body
+judges the one output against each legal filtered target, the oracle's first, and passes when
+one of them holds it (the oracle's failure is the one reported).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from typing import Callable
+
 from oracle import speculative as spec
-from properties import PropertyFailure
-from properties.numerics import U32, gamma
+from properties.failure import Failure
+from properties.numerics import U32
+from properties.speculative.filters import eps_p, legal_rows, legal_targets
 from properties.stratified import cdf_error, grid
 from properties.speculative.strategies import SpecCase
 
@@ -33,19 +43,43 @@ FIGURES: list[dict] = []
 """One row per exactness example judged (for the report / the test's summary)."""
 
 
-def fail(prop: str, case: SpecCase, why: str) -> None:
-    raise PropertyFailure(f"WHY  {prop}[rejection_sample]: {why}\nCASE {case!r}")
+def fail(prop: str, case: SpecCase, why: str, category: str = "") -> None:
+    raise Failure(why, property=prop, record="rejection_sample", case=case, category=category)
 
 
 def filtered(case: SpecCase) -> np.ndarray:
-    """The target after its own top-k, float64 (the row as given where top-k is off)."""
-    return np.stack([spec.target_top_k(row, case.top_k) for row in case.p.astype(np.float64)])
+    """The target after its own top-k and top-p, float64 (the oracle's; the row as given where
+    both are off)."""
+    return np.stack([spec.target_filter(row, case.top_k, case.top_p) for row in case.p.astype(np.float64)])
 
 
-def eps_p(case: SpecCase, pf: np.ndarray) -> float:
-    if case.top_k <= 0 or case.top_k >= case.vocab:
-        return 0.0
-    return 2 * U32 + gamma(int(np.count_nonzero(pf)), U32)
+def targets(case: SpecCase) -> list[np.ndarray]:
+    """Every filtered target an fp32 engine may legally reach, the oracle's first."""
+    return legal_targets(case.p.astype(np.float64), case.top_k, case.top_p)
+
+
+def eps(case: SpecCase, pf_row: np.ndarray) -> float:
+    return eps_p(pf_row, case.vocab, case.top_k, case.top_p)
+
+
+def judge_any(pfs: list[np.ndarray], judge: Callable[[np.ndarray], None]) -> None:
+    """Pass when ``judge`` holds for one legal filtered target; else raise the oracle's failure."""
+    first: Failure | None = None
+    for pf in pfs:
+        try:
+            judge(pf)
+            return
+        except Failure as e:
+            first = first or e
+    assert first is not None
+    raise first
+
+
+def decision(a: float, q: float, p: float, ep: float) -> int:
+    """+1 the draft must be accepted (a·q < p), -1 rejected, 0 either (within float32 reach)."""
+    if abs(a * q - p) <= 4 * (ep + 2 * U32) * max(p, a * q):
+        return 0
+    return 1 if a * q < p else -1
 
 
 def call(impl, case: SpecCase, d: np.ndarray, a: np.ndarray, r: np.ndarray, batch: int | None = None):
@@ -53,7 +87,7 @@ def call(impl, case: SpecCase, d: np.ndarray, a: np.ndarray, r: np.ndarray, batc
     b = batch or d.shape[0]
     p = np.broadcast_to(case.p[None], (b, *case.p.shape))
     q = np.broadcast_to(case.q[None], (b, *case.q.shape))
-    tokens, n = impl("rejection_sample", p, q, d, a, r, case.top_k)
+    tokens, n = impl("rejection_sample", p, q, d, a, r, case.top_k, np.full(b, case.top_p, np.float32))
     tokens, n = np.asarray(tokens), np.asarray(n)
     if tokens.shape != (b, case.k + 1) or n.shape != (b,) or not np.issubdtype(tokens.dtype, np.integer):
         fail("shape", case, f"returned {tokens.dtype} tokens {tokens.shape} and n_emitted {n.shape}, "
@@ -72,48 +106,60 @@ def _kappa(w: np.ndarray, pf: np.ndarray, ep: float) -> float:
 
 def check_first_token_exact(impl, case: SpecCase, n_a: int | None = None, n_r: int | None = None) -> None:
     """The law of the first emitted token is p_0 (the module docstring's bound)."""
-    n_a = n_a or (16 if case.vocab > 2048 else 32)
-    n_r = n_r or (64 if case.vocab > 2048 else 128)
-    pf = filtered(case)
-    p0, q0, v = pf[0], case.q[0].astype(np.float64), case.vocab
-    ep = eps_p(case, pf[0])
-    n = n_a * n_r
-    a = np.repeat(grid(n_a), n_r)[:, None]
-    r = np.stack([np.tile(grid(n_r), n_a), np.full(n, 0.5)], axis=1) if case.k == 1 else None
     if case.k != 1:
         raise ValueError("the exactness grid takes K = 1 cases")
+    n_a = n_a or (16 if case.vocab > 2048 else 32)
+    n_r = n_r or (64 if case.vocab > 2048 else 128)
+    q0, v = case.q[0].astype(np.float64), case.vocab
+    n = n_a * n_r
+    a = np.repeat(grid(n_a), n_r)[:, None]
+    r = np.stack([np.tile(grid(n_r), n_a), np.full(n, 0.5)], axis=1)
     qh = q0 / q0.sum()
+    drafts = np.flatnonzero(qh > 0)
+    counts = {int(d): np.bincount(call(impl, case, np.full((n, 1), d), a, r)[0][:, 0], minlength=v) for d in drafts}
+    verdicts = [_exact_verdict(case, p0, qh, counts, n_a, n_r) for p0 in legal_rows(case.p[0], case.top_k, case.top_p)]
+    figure, why = next(((f, w) for f, w in verdicts if w is None), verdicts[0])
+    FIGURES.append(figure)
+    if why:
+        fail("first_token_exact", case, why)
+
+
+def _exact_verdict(case: SpecCase, p0: np.ndarray, qh: np.ndarray, counts: dict[int, np.ndarray], n_a: int,
+                   n_r: int) -> tuple[dict, str | None]:
+    """(the figure row, why it fails or None) of the grid's counts against one filtered target row."""
+    q0, v, n = case.q[0].astype(np.float64), case.vocab, n_a * n_r
+    ep = eps(case, p0)
     got, want, allowed, stray = np.zeros(v), np.zeros(v), np.zeros(v), 0
-    for d in np.flatnonzero(qh > 0):
-        tokens, _ = call(impl, case, np.full((n, 1), d), a, r)
-        counts = np.bincount(tokens[:, 0], minlength=v)
+    w = spec.residual(p0, q0)
+    res = w / w.sum()
+    kappa = _kappa(w, p0, ep)
+    for d, cnt in counts.items():
         alpha = spec.accept_prob(p0[d], q0[d])
         d_alpha = alpha * ((1 + ep) * (1 + U32) ** 2 - 1)
-        w = spec.residual(p0, q0)
-        res = w / w.sum()
         e = 0.5 + n_a * d_alpha
         n_rej = min(n_a, n_a * (1 - alpha) + e) if alpha < 1 or d_alpha > 0 else 0.0
-        kappa = _kappa(w, p0, ep)
         onehot = np.zeros(v)
         onehot[d] = 1
         allow_d = n_r * e * (onehot + res) + n_rej * (1 + 2 * n_r * kappa)
-        got += qh[d] * counts
-        want += qh[d] * n * spec.first_token_law_given(p0, q0, int(d))
+        got += qh[d] * cnt
+        want += qh[d] * n * spec.first_token_law_given(p0, q0, d)
         allowed += qh[d] * np.where(p0 > 0, allow_d, 0.0)
-        stray += int(counts[p0 == 0].sum())
+        stray += int(cnt[p0 == 0].sum())
     dev = np.abs(got - want)
     j = int(np.argmax(np.where(allowed > 0, dev / np.where(allowed > 0, allowed, 1), np.where(dev > 0, np.inf, -1.0))))
     law = spec.first_token_law(p0, q0)
-    FIGURES.append({"case": f"{case.family} V={v} top_k={case.top_k} drafts={int((qh > 0).sum())}", "N": n,
-                    "worst_token": j, "count": round(float(got[j]), 3), "N_p": round(float(n * p0[j] / p0.sum()), 3),
-                    "N_law": round(float(want[j]), 3), "allowed": round(float(allowed[j]), 3),
-                    "max_dev_over_allowed": round(float(np.max(dev / np.maximum(allowed, 1e-300))), 4),
-                    "law_vs_p": float(np.abs(law - p0 / p0.sum()).max())})
+    figure = {"case": f"{case.family} V={v} top_k={case.top_k} top_p={case.top_p:.6g} drafts={len(counts)}", "N": n,
+              "kept": int(np.count_nonzero(p0)), "worst_token": j, "count": round(float(got[j]), 3),
+              "N_p": round(float(n * p0[j] / p0.sum()), 3), "N_law": round(float(want[j]), 3),
+              "allowed": round(float(allowed[j]), 3),
+              "max_dev_over_allowed": round(float(np.max(dev / np.maximum(allowed, 1e-300))), 4),
+              "law_vs_p": float(np.abs(law - p0 / p0.sum()).max())}
     if stray:
-        fail("first_token_exact", case, f"{stray} grid draws of tokens the target excludes (p = 0)")
+        return figure, f"{stray} grid draws of tokens the target excludes (p = 0)"
     if dev[j] > allowed[j]:
-        fail("first_token_exact", case, f"token {j}: q-weighted count {got[j]:.3f} on the {n_a}x{n_r} grid, "
-                                        f"N·p = {want[j]:.3f}, allowed ± {allowed[j]:.3f}")
+        return figure, (f"token {j}: q-weighted count {got[j]:.3f} on the {n_a}x{n_r} grid, "
+                        f"N·p = {want[j]:.3f}, allowed ± {allowed[j]:.3f}")
+    return figure, None
 
 
 def legal_draws(w: np.ndarray, r: float, kappa: float) -> np.ndarray:
@@ -145,12 +191,16 @@ def _drafts(case: SpecCase, pf: np.ndarray, rng: np.random.Generator, b: int, ba
 def check_matches_oracle(impl, case: SpecCase, batch: int = 32) -> None:
     """Every row is the oracle's, up to decisions within float32 reach of a threshold (the first
     such legal divergence ends that row's comparison); no emitted token has filtered p = 0."""
-    pf = filtered(case)
+    pfs = targets(case)
     a, r, rng = _uniforms(case, batch)
-    d = _drafts(case, pf, rng, batch, bad=True)
+    d = _drafts(case, pfs[0], rng, batch, bad=True)
     tokens, n = call(impl, case, d, a, r)
-    ep = eps_p(case, pf[0])
-    for b in range(batch):
+    judge_any(pfs, lambda pf: _judge_rows(case, pf, d, a, r, tokens, n))
+
+
+def _judge_rows(case: SpecCase, pf: np.ndarray, d, a, r, tokens, n) -> None:
+    ep = eps(case, pf[0])
+    for b in range(tokens.shape[0]):
         emitted = tokens[b, :n[b]]
         for i, t in enumerate(emitted):
             if pf[i, t] <= 0:
@@ -160,11 +210,10 @@ def check_matches_oracle(impl, case: SpecCase, batch: int = 32) -> None:
                 w, kap = pf[i], _kappa(pf[i], pf[i], ep)
             else:
                 di, pi, qi = int(d[b, i]), pf[i, d[b, i]], float(case.q[i, d[b, i]])
-                near = abs(a[b, i] * qi - pi) <= 4 * (ep + 2 * U32) * max(pi, a[b, i] * qi)
-                accept = a[b, i] * qi < pi
-                if near:
+                dec = decision(a[b, i], qi, pi, ep)
+                if dec == 0:
                     break  # either decision is legal here
-                if accept:
+                if dec > 0:
                     if n[b] <= i + 1 or tokens[b, i] != di:
                         fail("matches_oracle", case, f"row {b}: draft {di} at position {i} must be accepted "
                                                      f"(a·q = {a[b, i] * qi:.6g} < p = {pi:.6g})")
@@ -180,10 +229,10 @@ def check_matches_oracle(impl, case: SpecCase, batch: int = 32) -> None:
 
 
 def check_all_accepted(impl, case: SpecCase, batch: int = 16) -> None:
-    """q = p (the target given already filtered, top-k off): every draft is accepted (a·p < p for
+    """q = p (the target given already filtered, its filters off): every draft is accepted (a·p < p for
     a < 1), the bonus comes from p_K with r_K."""
     pf = filtered(case).astype(np.float32)
-    same = SpecCase(case.family, pf, pf[:case.k].copy(), 0, case.seed)
+    same = SpecCase(case.family, pf, pf[:case.k].copy(), 0, case.seed, 1.0)
     a, r, rng = _uniforms(same, batch)
     d = _drafts(same, pf, rng, batch, bad=False)
     tokens, n = call(impl, same, d, a, r)
@@ -199,7 +248,8 @@ def check_all_accepted(impl, case: SpecCase, batch: int = 16) -> None:
 def check_all_rejected(impl, case: SpecCase, batch: int = 16) -> None:
     """Drafts the target excludes (p = 0, q > 0), or with a >= p/q: position 0 rejects, and the
     one token emitted comes from the residual max(0, p_0 - q_0) with r_0."""
-    pf = filtered(case)
+    pfs = targets(case)
+    pf = pfs[0]
     a, r, rng = _uniforms(case, batch)
     d = _drafts(case, pf, rng, batch, bad=False)
     ratio = np.array([spec.accept_prob(pf[0, x], float(case.q[0, x])) for x in d[:, 0]])
@@ -212,30 +262,39 @@ def check_all_rejected(impl, case: SpecCase, batch: int = 16) -> None:
         return check_matches_oracle(impl, case, batch=4)
     a[:, 0] = np.minimum(ratio + (1 - ratio) * rng.random(batch) + 2.0**-16, 1 - 2.0**-24)
     tokens, n = call(impl, case, d[rows], a[rows], r[rows])
-    ep = eps_p(case, pf[0])
-    w = spec.residual(pf[0], case.q[0])
-    legal_all = w > 0
-    for i, b in enumerate(rows):
-        if n[i] != 1 or not legal_all[tokens[i, 0]]:
-            fail("all_rejected", case, f"row {b}: draft {d[b, 0]} with a = {a[b, 0]:.6g} >= p/q = {ratio[b]:.6g} "
-                                       f"gave {tokens[i].tolist()}; it must stop with one residual token")
-        if not legal_draws(w, r[b, 0], _kappa(w, pf[0], ep))[tokens[i, 0]]:
-            fail("all_rejected", case, f"row {b}: residual token {tokens[i, 0]} for r = {r[b, 0]:.9g}, "
-                                       f"the oracle draws {spec.inverse_cdf(w, r[b, 0])}")
+
+    def judge(pf: np.ndarray) -> None:
+        ep = eps(case, pf[0])
+        w = spec.residual(pf[0], case.q[0])
+        for i, b in enumerate(rows):
+            if decision(a[b, 0], float(case.q[0, d[b, 0]]), pf[0, d[b, 0]], ep) >= 0:
+                continue  # this filtered target may accept it
+            if n[i] != 1 or w[tokens[i, 0]] <= 0:
+                fail("all_rejected", case, f"row {b}: draft {d[b, 0]} with a = {a[b, 0]:.6g} >= p/q = {ratio[b]:.6g} "
+                                           f"gave {tokens[i].tolist()}; it must stop with one residual token")
+            if not legal_draws(w, r[b, 0], _kappa(w, pf[0], ep))[tokens[i, 0]]:
+                fail("all_rejected", case, f"row {b}: residual token {tokens[i, 0]} for r = {r[b, 0]:.9g}, "
+                                           f"the oracle draws {spec.inverse_cdf(w, r[b, 0])}")
+    judge_any(pfs, judge)
 
 
 def check_tie_at_cut(impl, case: SpecCase, batch: int = 32) -> None:
-    """The target's top-k with a tie at the cut: a tied token outside the kept set (the higher
-    ids) has p = 0; drafted, it is rejected even at a = 0, and no position ever emits it."""
-    pf = filtered(case)
-    dropped = np.flatnonzero((case.p[0] > 0) & (pf[0] == 0))
-    if case.top_k <= 0 or dropped.size == 0:  # no tie at a cut in this case
+    """The target's top-k or top-p with a tie at the cut: a tied token outside the kept set (the
+    higher ids) has p = 0 under every legal cut; drafted, it is rejected even at a = 0, and no
+    position ever emits it."""
+    pfs = targets(case)
+    dropped = np.flatnonzero((case.p[0] > 0) & np.all([pf[0] == 0 for pf in pfs], axis=0))
+    if (case.top_k <= 0 and case.top_p >= 1) or dropped.size == 0:  # no tie at a cut in this case
         return check_matches_oracle(impl, case, batch=4)
     a, r, rng = _uniforms(case, batch)
-    d = _drafts(case, pf, rng, batch, bad=False)
+    d = _drafts(case, pfs[0], rng, batch, bad=False)
     d[:, 0] = rng.choice(dropped, size=batch)
     tokens, n = call(impl, case, d, a, r)
-    for b in range(batch):
-        if n[b] != 1 or pf[0, tokens[b, 0]] == 0:
-            fail("tie_at_cut", case, f"row {b}: draft {d[b, 0]} (tied at the top-{case.top_k} cut, dropped) with "
-                                     f"a = {a[b, 0]:.6g} gave {tokens[b].tolist()}; it must be rejected and a kept token emitted")
+
+    def judge(pf: np.ndarray) -> None:
+        for b in range(batch):
+            if n[b] != 1 or pf[0, tokens[b, 0]] == 0:
+                fail("tie_at_cut", case, f"row {b}: draft {d[b, 0]} (tied at the cut of top-k {case.top_k} / "
+                                         f"top-p {case.top_p:.6g}, dropped) with a = {a[b, 0]:.6g} gave "
+                                         f"{tokens[b].tolist()}; it must be rejected and a kept token emitted")
+    judge_any(pfs, judge)

@@ -1,6 +1,6 @@
 """rejection_sample judged: the first emitted token's law is p_0 exactly (stratified grid),
-impl ≡ oracle up to float32 threshold reach, all-accepted, all-rejected, ties at the top-k cut;
-and the oracle itself against a direct computation."""
+impl ≡ oracle up to float32 threshold reach, all-accepted, all-rejected, ties at the top-k and
+top-p cuts, per-row top_k / top_p; and the oracle itself against a direct computation."""
 from __future__ import annotations
 
 import numpy as np
@@ -13,7 +13,7 @@ from properties.plugin import covered
 from properties.speculative import PROPERTIES, checks
 from properties.stratified import grid
 
-_STRATEGIES = {p.name: p.draw() for p in PROPERTIES}
+_STRATEGIES = {p.name: p.example() for p in PROPERTIES}
 
 
 @pytest.mark.parametrize("prop", PROPERTIES, ids=str)
@@ -22,9 +22,9 @@ def test_rejection_sample(impl, prop):
     @given(case=_STRATEGIES[prop.name])
     def run(case):
         with covered():
-            prop.body(impl, case)
+            prop.judge(impl, case)
 
-    for corner in prop.corners():
+    for corner in prop.first_examples():
         run = example(case=corner)(run)
 
     run()
@@ -80,3 +80,34 @@ def test_oracle_named_cases():
     assert spec.llama_cpp_greedy_match([3, 4, 5], [3, 4]) == [3, 4, 5]
     assert spec.llama_cpp_greedy_match([3, 7, 5], [3, 4]) == [3, 7]
     assert spec.llama_cpp_greedy_match([9, 4, 5], [3, 4]) == [9]
+    # top-p: through the first cumulative mass >= p, a tie past the crossing token dropped
+    row = np.array([0.4, 0.3, 0.3, 0.0])
+    np.testing.assert_allclose(spec.target_top_p(row, 0.55), [4 / 7, 3 / 7, 0, 0])
+    np.testing.assert_allclose(spec.target_top_p(row, 0.4), [1, 0, 0, 0])  # cum 0.4 >= 0.4: the first token only
+    np.testing.assert_allclose(spec.target_top_p(row, 0.0), [1, 0, 0, 0])
+    np.testing.assert_allclose(spec.target_top_p(row, 1.0), row)
+    np.testing.assert_allclose(spec.target_filter(np.array([0.1, 0.3, 0.3, 0.3]), 3, 0.6), [0, 0.5, 0.5, 0])
+
+
+def test_per_row_filters(impl):
+    """Per-row top_k / top_p: each row of a batch with mixed settings (off, top-k, top-p, both) is
+    what that row gives alone with the same uniforms, and never emits a token its filter drops."""
+    rng = np.random.default_rng(5)
+    B, K, V = 6, 2, 33
+    p = rng.random((B, K + 1, V)).astype(np.float32) * (rng.random((B, K + 1, V)) < 0.6)
+    p[:, :, 0] += np.float32(0.5)
+    p /= p.sum(axis=2, keepdims=True)
+    q = rng.random((B, K, V)).astype(np.float32)
+    q /= q.sum(axis=2, keepdims=True)
+    d = rng.integers(0, V, (B, K))
+    a, r = rng.random((B, K)), rng.random((B, K + 1))
+    k = np.array([0, 3, 0, 5, 40, 1])
+    tp = np.array([1.0, 1.0, 0.5, 0.8, 0.3, 0.9], np.float32)
+    with covered():
+        tokens, n = impl("rejection_sample", p, q, d, a, r, k, tp)
+        for b in range(B):
+            one = impl("rejection_sample", p[b:b + 1], q[b:b + 1], d[b:b + 1], a[b:b + 1], r[b:b + 1], int(k[b]),
+                       float(tp[b]))
+            assert np.array_equal(one[0][0], tokens[b]) and one[1][0] == n[b], f"row {b} depends on its batch"
+            pf = [spec.target_filter(row, int(k[b]), float(tp[b])) for row in p[b].astype(np.float64)]
+            assert all(pf[i][t] > 0 for i, t in enumerate(tokens[b, :n[b]])), f"row {b} emitted a dropped token"

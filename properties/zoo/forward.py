@@ -8,15 +8,21 @@ engine; its replacement functions are built from a frozen copy of the original o
 recursion into themselves). Each run feeds the sequence in chunks of ``CHUNK`` through the KV
 cache (a prefill, then decode steps), and is compared with the oracle tensor by tensor against
 the float32 (or float16) engine's bounds.
+
+``PORT_MUTANTS``: the structural bugs of a Gemma 4 port (per-layer embeddings at the end of the
+block, a transposed ``proj``, no ``layer_output_scale``, no embedding scale, exact GELU, the
+global layers' ``rope_freqs`` ignored, final softcap 15, a norm on the wrong side of the
+residual), as swaps of gpu_impl's pass; ``run_pass`` runs one on any model file.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import types
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Callable, ContextManager, Iterator
 
 import numpy as np
 
@@ -113,3 +119,132 @@ def locate(mutant: Mutant | None, dtype: str = "float32") -> Entry:
         return Entry(name, "does not enter" if same else "within bounds", "", -1, "", why)
     return Entry(name, "diverges", first.name, first.layer, OP_WHAT.get(first.op, first.op),
                  f"relative error {first.rel_err:.3g} > bound {first.threshold:.3g}")
+
+
+# ---- the Gemma port's bug list: structural bugs of a whole forward pass ----
+#
+# Where a bug is one op of gpu_impl.ops called wrongly, its ops-zoo mutant is reused (one
+# definition per bug). Where it is the pass's wiring (which value a norm reads, where a step sits
+# in the block, how a weight's buffer is read), methods of gpu_impl's ``Decoder`` (or its
+# ``Config``) are swapped for buggy ones built from the originals, and the rest of the pass runs
+# as gpu_impl runs it. ``Decoder._op`` computes and keeps every named tensor, so swapping it
+# changes one tensor by its graph name.
+
+Swap = Callable[[types.SimpleNamespace], dict[str, Callable]]
+"""(the unpatched methods of the patched class) -> {method name: buggy method}."""
+
+
+@dataclass(frozen=True)
+class PassMutant:
+    name: str
+    description: str
+    install: Callable[[], ContextManager[None]]
+
+
+@contextlib.contextmanager
+def _swapped(cls: type, swap: Swap) -> Iterator[None]:
+    orig = types.SimpleNamespace(**{n: getattr(cls, n) for n in dir(cls) if not n.startswith("__")})
+    new = swap(orig)
+    try:
+        for name, fn in new.items():
+            setattr(cls, name, fn)
+        yield
+    finally:
+        for name in new:
+            setattr(cls, name, getattr(orig, name))
+
+
+def _intercept(orig: types.SimpleNamespace, compute: Callable[..., Any]) -> dict[str, Callable]:
+    """``Decoder._op`` through ``compute(decoder, name, layer, fn, args, kw)``: the buggy value of
+    that tensor, or None for the pass's own; ``Decoder._layer`` keeps the block's input
+    (``block_input``), the residual stream a wiring bug may read."""
+    def _op(self, name, il, fn, *args, **kw):
+        got = compute(self, name, il, fn, args, kw)
+        if got is None:
+            return orig._op(self, name, il, fn, *args, **kw)
+        self.where = (name, il)
+        return self._keep(name, il, got)
+
+    def _layer(self, i, x, pos):
+        self.block_input = x
+        return orig._layer(self, i, x, pos)
+    return {"_op": _op, "_layer": _layer}
+
+
+def _norm_after_residual(orig: types.SimpleNamespace) -> dict[str, Callable]:
+    """Post-LN where Gemma's sandwich norm belongs: h = norm(x + attn) instead of x + norm(attn)."""
+    def compute(dec, name, il, fn, args, kw):
+        if name == "attn_post_norm":
+            dec.normed_sum = fn(args[0] + dec.block_input, *args[1:], **kw)
+            return dec.normed_sum
+        return dec.normed_sum if name == "sa_out" else None
+    return _intercept(orig, compute)
+
+
+def _proj_transposed(orig: types.SimpleNamespace) -> dict[str, Callable]:
+    """``blk.N.proj`` read with its two dimensions swapped: ggml's row-major [n_embd][ple] buffer
+    taken as [ple][n_embd] and transposed back, the right shape with scrambled entries."""
+    def compute(dec, name, il, fn, args, kw):
+        if name != "pe_proj":
+            return None
+        w = args[1].T  # [n_embd, ple] as the pass holds it
+        return fn(args[0], w.reshape(w.shape[::-1]), **kw)
+    return _intercept(orig, compute)
+
+
+def _ple_at_block_end(orig: types.SimpleNamespace) -> dict[str, Callable]:
+    """The per-layer embedding added after ``layer_output_scale`` (at the very end of the block)
+    instead of before it."""
+    return {"_per_layer_embedding": lambda self, i, y: y,
+            "_output_scale": lambda self, i, y: orig._per_layer_embedding(self, i, orig._output_scale(self, i, y))}
+
+
+def _output_scale_missing(orig: types.SimpleNamespace) -> dict[str, Callable]:
+    """The block's output never multiplied by ``layer_output_scale``."""
+    return {"_output_scale": lambda self, i, y: self._op("out_scaled", i, lambda: y)}
+
+
+def _freq_factors_ignored(orig: types.SimpleNamespace) -> dict[str, Callable]:
+    """The global layers rotate every pair at RoPE's plain frequencies: ``rope_freqs`` unread."""
+    def rope_args(self, layer=0, freq_factors=None):
+        return orig.rope_args(self, layer, None)
+    return {"rope_args": rope_args}
+
+
+def _op_mutant(name: str) -> PassMutant:
+    m = next(m for m in OP_MUTANTS if m.name == name)
+    return PassMutant(m.name, m.description, lambda: installed(m))
+
+
+def _wiring(name: str, description: str, swap: Swap, cls: Callable[[], type] = lambda: gm.Decoder) -> PassMutant:
+    return PassMutant(name, description, lambda: _swapped(cls(), swap))
+
+
+PORT_MUTANTS: tuple[PassMutant, ...] = (
+    _op_mutant("embedding_scale_missing"),
+    _op_mutant("gelu_exact_for_tanh"),
+    _op_mutant("softcap_15_not_30"),
+    _wiring("norm_after_residual", "the post-attention norm applied to the residual sum (post-LN) instead of "
+            "to the attention output before the add", _norm_after_residual),
+    _wiring("ple_at_block_end", "per-layer embedding added after layer_output_scale, at the end of the block",
+            _ple_at_block_end),
+    _wiring("proj_transposed", "blk.N.proj read with its dimensions swapped", _proj_transposed),
+    _wiring("layer_output_scale_missing", "the block output not multiplied by layer_output_scale",
+            _output_scale_missing),
+    _wiring("rope_freq_factors_ignored", "rope_freqs ignored on the global layers (every pair rotated)",
+            _freq_factors_ignored, lambda: gm.Config),
+)
+GEMMA4_ONLY = frozenset({"ple_at_block_end", "proj_transposed", "layer_output_scale_missing",
+                         "rope_freq_factors_ignored"})
+"""The mutants of steps only Gemma 4 has (on another model they change nothing)."""
+
+
+def run_pass(mutant: PassMutant | None, model: os.PathLike[str] | str, dtype: str = "float32") -> dict[str, np.ndarray]:
+    """The (mutated) gpu_impl pass over the goldens' tokens, CHUNK at a time: its named tensors
+    (``result_output``: the logits)."""
+    dec = gm.Decoder(gm.Checkpoint(model, dtype))
+    toks = np.asarray(runs.TOKENS)
+    with (mutant.install() if mutant else contextlib.nullcontext()), np.errstate(all="ignore"):
+        for s in range(0, toks.size, CHUNK):
+            dec(toks[s:s + CHUNK])
+    return dec.tensors()

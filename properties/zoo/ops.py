@@ -51,7 +51,7 @@ def _mutant(name: str, bug: str, patch: Patch) -> Mutant:
 
 def properties() -> list[Property]:
     """Every op property at every dtype, in the order of ``properties.ops.suite.PROPERTIES``."""
-    return [Property(f"{p.name}/{d}", p.uses, lambda d=d, p=p: p.draw(d), p.body) for p in PROPERTIES for d in p.dtypes]
+    return [p.at(d, f"{p.name}/{d}") for p in PROPERTIES for d in p.points()]
 
 
 def _rope_restart(o):

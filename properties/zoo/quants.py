@@ -62,8 +62,7 @@ def _mutant(name: str, description: str, patches: tuple[Patch, ...], replaces: s
 
 def properties() -> list[Property]:
     """Every (property, format) pair, property by property, formats in catalogue order."""
-    return [Property(f"{p.name}[{r.name}]", p.uses, lambda p=p, r=r: p.draw(r), p.run)
-            for p in PROPERTIES for r in p.records()]
+    return [p.at(r, f"{p.name}[{r.name}]") for p in PROPERTIES for r in p.points()]
 
 
 MUTANTS: tuple[Mutant, ...] = (

@@ -4,6 +4,7 @@ bodies of its domain and count the examples each needs to fail.
 API (for the zoo tests, and for anyone plugging in conforming implementations or mutants):
 
 - ``hunt(target, domain, budget=None, backend="numpy", until_first_kill=None) -> Hunt``.
+  The domain's properties are ``properties.property.Property`` objects at their points.
   ``target`` is a ``Mutant`` of the domain (then only the properties whose bodies call a
   function it replaces take part, and the hunt stops at the first kill) or an implementation
   module or module name (then every property of the domain runs its whole budget: a conforming
@@ -18,7 +19,7 @@ Counting is the same for every zoo: each property runs from a fixed seed with no
 shrinking, for at most ``budget`` examples (default: the active hypothesis profile's
 ``max_examples``; a property may cap itself lower where one example is expensive), and
 ``examples_to_kill`` is the 1-based index of the first failing example. Any exception of the body
-except ``NotCovered`` is a kill: a ``PropertyFailure`` is the property saying no, any other
+except ``NotCovered`` is a kill: a ``Failure`` is the property saying no, any other
 exception is a crash on valid input, which fails the suite too.
 """
 from __future__ import annotations
@@ -31,28 +32,15 @@ from types import ModuleType
 from typing import Any, Callable, ContextManager
 
 import numpy as np
-from hypothesis import Phase, given, seed, settings, strategies as st
+from hypothesis import Phase, given, seed, settings
 
 from properties.backends import Impl, NotCovered
+from properties.failure import failure_in
+from properties.property import Property
 
 # derandomize alone seeds from the source text of the search function (an edit would reshuffle
 # every count); an explicit seed keeps examples-to-kill fixed across edits of this file
 ZOO_SEED = 20260
-
-
-@dataclass(frozen=True)
-class Property:
-    """One property at one parameter point (record, dtype, format), as the runner runs it."""
-    name: str
-    uses: frozenset[str]
-    """The implementation functions the body calls."""
-    draw: Callable[..., st.SearchStrategy]
-    """(**mutant.scope) -> a strategy of one example."""
-    body: Callable[[Impl, Any], Any]
-    max_examples: int | None = None
-    """A cap below the budget, for a property whose examples are expensive."""
-    corners: Callable[[], tuple] = lambda: ()
-    """Examples every hunt visits first, whatever the budget (a sampler's hard corners)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +121,8 @@ class Result:
     examples_to_kill: int | None = None
     witness: Any = field(default=None, repr=False)
     why: str = ""
+    failure: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The kill's ``Failure`` fields (property, record, dtype, case, error in u, category), if it was one."""
     prop: Property | None = field(default=None, repr=False)
 
 
@@ -168,13 +158,15 @@ def _judge(prop: Property, impl: Impl, example: Any, out: Result) -> BaseExcepti
     witness = copy.deepcopy(example)  # the body may write into its arguments
     try:
         with np.errstate(all="ignore"):  # mutants overflow by design; the property judges
-            prop.body(impl, example)
+            prop.judge(impl, example)
     except NotCovered:
         raise
     except Exception as exc:
         kind = "" if isinstance(exc, AssertionError) else f"{type(exc).__name__}: "
         out.killed, out.examples_to_kill, out.witness = True, out.ran, witness
         out.why = (kind + str(exc)).strip()
+        found = failure_in(exc)
+        out.failure = found.fields() if found is not None else {}
         return exc
     return None
 
@@ -186,7 +178,7 @@ def run_property(prop: Property, impl: Impl, budget: int, scope: dict[str, Any] 
     limit = min(budget, prop.max_examples or budget)
     error: list[BaseException] = []
     try:
-        for corner in prop.corners():
+        for corner in prop.first_examples():
             if _judge(prop, impl, corner, out):
                 return out
     except NotCovered:
@@ -196,7 +188,7 @@ def run_property(prop: Property, impl: Impl, budget: int, scope: dict[str, Any] 
     @seed(ZOO_SEED)
     @settings(max_examples=limit, derandomize=True, database=None, deadline=None,
               phases=(Phase.explicit, Phase.generate), report_multiple_bugs=False)
-    @given(example=prop.draw(**(scope or {})))
+    @given(example=prop.example(**(scope or {})))
     def search(example):
         if error:  # hypothesis replays the failing example once
             raise error[0]
@@ -237,7 +229,7 @@ def hunt(target: Mutant | ModuleType | str, domain: Domain, budget: int | None =
     props = domain.properties()
     uses = uses if uses is not None else target.replaces if is_mutant else None
     if uses is not None:
-        props = [p for p in props if p.uses & uses]
+        props = [p for p in props if p.functions() & uses]
     context = target.apply(_module(domain.module)) if is_mutant else contextlib.nullcontext(_module(target))
     name = target.name if is_mutant else getattr(target, "__name__", str(target))
     out = Hunt(name, domain.name, budget)
@@ -262,7 +254,7 @@ def control(found: Hunt | list[Hunt], domain: Domain, backend: str = "numpy") ->
                 continue
             res = Result(f"{h.target}: {r.property}", ran=1, prop=r.prop)
             try:
-                r.prop.body(impl, copy.deepcopy(r.witness))
+                r.prop.judge(impl, copy.deepcopy(r.witness))
             except NotCovered:
                 pass
             except Exception as exc:

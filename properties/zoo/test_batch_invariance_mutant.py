@@ -19,7 +19,8 @@ from properties.backends import Impl
 from properties.ops.batch_invariance import BATCH_OPS_BY_NAME, batch_examples, check_batch_invariance
 from properties.ops.suite import PROPERTIES_BY_NAME
 from properties.zoo.ops import _f32, _xp, mutate
-from properties.zoo.runner import Property, default_budget, run_property
+from properties.property import Property
+from properties.zoo.runner import default_budget, run_property
 
 BOP = BATCH_OPS_BY_NAME["rms_norm"]
 SMALL_BATCH, SMALL_THREADS, THREADS = 4, 256, 1024
@@ -88,8 +89,8 @@ def contract_named():
 
 
 def _batch_property(seen: list) -> Property:
-    return Property("batch_invariance[rms_norm]", frozenset({"rms_norm"}), lambda: batch_examples(BOP),
-                    lambda impl, ex: seen.append(check_batch_invariance(impl, BOP, ex)))
+    return Property("batch_invariance[rms_norm]", lambda point, **scope: batch_examples(BOP),
+                    lambda impl, point, ex: seen.append(check_batch_invariance(impl, BOP, ex)), frozenset({"rms_norm"}))
 
 
 def test_batch_invariant_contract_kills_the_mutant(backend, contract_named):
@@ -112,8 +113,7 @@ def test_default_contract_passes_the_mutant_and_sees_it_vary(backend, contract_n
         f"no example of {found.ran} showed the mutant's rows varying with the batch"
     for dtype in ("float32", "float16", "bfloat16"):  # numerically correct: it passes impl≡oracle
         p = PROPERTIES_BY_NAME["impl_vs_oracle[rms_norm]"]
-        ok = run_property(Property(f"{p.name}/{dtype}", p.uses, lambda d=dtype: p.draw(d), p.body), mutant,
-                          default_budget())
+        ok = run_property(p.at(dtype, f"{p.name}/{dtype}"), mutant, default_budget())
         assert ok.ran > 0 and not ok.killed, ok.why
 
 

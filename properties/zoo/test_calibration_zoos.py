@@ -176,7 +176,7 @@ def test_near_threshold_mutant_is_killed(backend, dom, name):
     found, replays = near_hunt(dom, name, _budget(), backend)
     _NEAR[name] = kill_row(dom, found, replays)
     recording.table("calibration_near", [_NEAR[m.name] for m in NEAR_MUTANTS if m.name in _NEAR])
-    assert found.killed, f"{name} survived every property that calls {', '.join(sorted(found.results[0].prop.uses))}"
+    assert found.killed, f"{name} survived every property that calls {', '.join(sorted(found.results[0].prop.functions()))}"
     assert not any(r.killed for r in replays), f"the kill of {name} also fails gpu_impl: {replays[0].why[:300]}"
 
 
@@ -184,7 +184,7 @@ def test_near_threshold_mutant_is_killed(backend, dom, name):
 def test_matmul_gate_separates_reduced_operands(k):
     """At K where the worst case γ_K passes TF32 operands (K >= 1,024) the Higham-Mary gate fails
     TF32 and bf16 operands on every family and passes every conforming GEMM."""
-    from properties import PropertyFailure
+    from properties.failure import Failure
     from properties.backends import Impl
     from properties.ops.checks import check_matches_oracle
     from properties.ops.records import MATMUL_FAMS, OP_RECORDS_BY_NAME
@@ -198,5 +198,5 @@ def test_matmul_gate_separates_reduced_operands(k):
         for mod in correct:
             check_matches_oracle(Impl(mod, "numpy"), rec, case)
         for mod in bugs:
-            with pytest.raises(PropertyFailure, match="Higham-Mary gate|exceeds the model"):
+            with pytest.raises(Failure, match="Higham-Mary gate|exceeds the model"):
                 check_matches_oracle(Impl(mod, "numpy"), rec, case)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from properties.engines.logprobs_checks import PROPERTIES
-from properties.zoo.runner import Domain, Mutant, Property, hunt_and_replay, replaced, swapped
+from properties.zoo.runner import Domain, Mutant, hunt_and_replay, replaced, swapped
 
 
 def _module(base: types.ModuleType, name: str, **fns) -> types.ModuleType:
@@ -87,7 +87,7 @@ EXPECTED_KILLER = {"logprob_zero": ("top_n", "logprob_of"), "raw_for_processed":
                    "tile_duplicates": ("top_n",)}
 DOMAIN = Domain(
     "logprobs", "gpu_impl.engines",
-    lambda: [Property(p.name, p.uses, lambda _p=p, **kw: _p.draw(), p.body, p.max_examples) for p in PROPERTIES],
+    lambda: list(PROPERTIES),
     MUTANTS)
 _KILLS: dict[str, dict] = {}
 

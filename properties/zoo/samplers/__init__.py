@@ -35,7 +35,7 @@ import types
 
 from properties.samplers.records import SamplerRecord, sampler_records
 from properties.samplers.suite import (EXACT_BOUNDARY, IMPL_VS_ORACLE, MIN_KEEP, MONOTONE, NOOP, RECORD_FREE,
-                                       ROW_CONTRACT, SamplerProperty)
+                                       ROW_CONTRACT)
 from properties.zoo.runner import Domain, Mutant, Property, replaced
 from properties.zoo.samplers import truncation_bugs as tb, value_bugs as vb
 from properties.zoo.samplers.truncation_bugs import Factory
@@ -60,11 +60,9 @@ def _mutant(name: str, description: str, fn: str, factory: Factory, scope: dict 
                   {**SCOPE, **(scope or {})})
 
 
-def _point(prop: SamplerProperty, record: SamplerRecord | None, dtype: str) -> Property:
+def _point(prop: Property, record: SamplerRecord | None, dtype: str) -> Property:
     name = f"{prop.name}[{record.name}/{dtype}]" if record else f"{prop.name}[{prop.subject}]"
-    return Property(name, prop.uses(record), lambda **scope: prop.draw(record, dtype, **scope),
-                    lambda impl, example: prop.body(impl, record, example), prop.max_examples,
-                    lambda: prop.corners(record, dtype))
+    return prop.at((record, dtype), name)
 
 
 def properties() -> list[Property]:

@@ -26,7 +26,7 @@ PINNED_VERSION = "0.3.36"
 # llama_sampler_init_dry_testing(float, float, int, int, const std::vector<std::vector<int>>&):
 # exported with C++ linkage only; it takes DRY breakers as token-id sequences (no vocabulary).
 _DRY_TESTING = "_Z30llama_sampler_init_dry_testingffiiRKSt6vectorIS_IiSaIiEESaIS1_EE"
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 class Unavailable(RuntimeError):
@@ -304,7 +304,7 @@ def probe() -> dict[str, str | None]:
     keys = ("dry_null_vocab", "dry_testing")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
     try:
-        proc = subprocess.run([sys.executable, "-m", "properties.peers.llama_cpp", "--probe"], cwd=_REPO_ROOT,
+        proc = subprocess.run([sys.executable, "-m", "properties.peers.llama_cpp.adapter", "--probe"], cwd=_REPO_ROOT,
                               env=env, capture_output=True, text=True, timeout=120)
     except subprocess.TimeoutExpired:
         return {k: "probe timed out" for k in keys}
@@ -318,7 +318,7 @@ def crash_witness_dry_testing_disabled(multiplier: float = 0.0, last_n: int = 64
     """Exit status of a child process that calls llama_sampler_init_dry_testing(multiplier, 1.75, 2,
     last_n, {{1}}): a negative status is the signal that killed it."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-m", "properties.peers.llama_cpp", "--dry-testing-disabled",
+    proc = subprocess.run([sys.executable, "-m", "properties.peers.llama_cpp.adapter", "--dry-testing-disabled",
                            repr(float(multiplier)), str(int(last_n))],
                           cwd=_REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
     return proc.returncode

@@ -2,7 +2,7 @@
 
 ``legal_for(oracle_sampler, cur_in, drift)`` applies the oracle (advancing its state, exactly as
 llama.cpp's sampler advances) and describes every legal llama.cpp answer. The allowances are
-the float32 error model of ``float_model`` applied to the arithmetic llama.cpp does in float:
+the float32 error model of ``properties.numerics`` (a peer's known float32 loops) applied to the arithmetic llama.cpp does in float:
 
 - exact (no allowance): greedy, temp (one correctly rounded division; the oracle's float64
   quotient rounds to the same float, 53 >= 2·24 + 2), logit_bias with distinct tokens, top_k,
@@ -25,23 +25,24 @@ import numpy as np
 
 from oracle.candidates import TokenDataArray
 from oracle.samplers.base import Sampler
-from properties.peers.judge import FindingDomain, Legal, Unsupported
-from properties.peers.legal_filters import (_logit_bias, _dry_tol, _greedy, _identity, _min_p, _penalty_tol, _temp_ext,
-                                            _top_k, _top_n_sigma, _top_p, _transform, _typical, _xtc)
-from properties.peers.legal_select import Drift, _adaptive_p, _dist, _mirostat, _mirostat_v2
+from properties.peers.llama_cpp.legality import FindingDomain, Legal, Unsupported
+from properties.peers.llama_cpp.legal_filters import _identity
+from properties.peers.llama_cpp.legal_select import Drift
+from properties.samplers.records import BY_LLAMA_NAME
 
 __all__ = ["Drift", "legal_for", "BUCKET_OVERFLOW"]
 
 # llama.cpp's bucket sort computes int(6.4f·logit + 64): from here on the conversion overflows
 # (x86-64: INT_MIN, clamped to the lowest bucket), so such a token sorts as the smallest
 BUCKET_OVERFLOW = 3.3e8
-_SORTS = {"top-k", "top-p", "min-p", "typical", "xtc", "temp-ext", "mirostat", "mirostat-v2"}
 
 
 def legal_for(smp: Sampler, cur_in: TokenDataArray, drift: Drift) -> Legal:
     if cur_in.size == 0 or not np.isfinite(cur_in.logits).any():
         raise Unsupported("no finite candidate (llama.cpp's answers there are findings, not semantics)")
-    sorts = smp.name in _SORTS and not (smp.name == "top-k" and smp.k <= 128)  # top_k <= 128: std::partial_sort
+    record = None if smp.name.startswith("?") else BY_LLAMA_NAME[smp.name]  # "?name": a disabled sampler
+    # llama.cpp's top_k with k <= 128 uses std::partial_sort, not the bucket sort
+    sorts = record is not None and record.llama.sorts and not (record.name == "top_k" and smp.k <= 128)
     if sorts and not cur_in.sorted and cur_in.size > 128 and cur_in.logits.max() >= BUCKET_OVERFLOW:
         raise FindingDomain("bucket-sort-int-overflow")
     pre = copy.deepcopy(smp)
@@ -49,15 +50,7 @@ def legal_for(smp: Sampler, cur_in: TokenDataArray, drift: Drift) -> Legal:
         cur_in.descending()  # computed once here, shared by the oracle's copy and the builder
     out = cur_in.copy()
     smp.apply(out)
-    build = _identity if smp.name.startswith("?") else _BUILDERS[smp.name]
+    build = _identity if record is None else record.llama.legal
     legal = build(pre, cur_in, out, drift)
     legal.oracle = out
     return legal
-
-
-_BUILDERS = {
-    "greedy": _greedy, "dist": _dist, "temp": _transform(), "temp-ext": _temp_ext, "top-k": _top_k,
-    "top-p": _top_p, "min-p": _min_p, "typical": _typical, "xtc": _xtc, "top-n-sigma": _top_n_sigma,
-    "penalties": _transform(_penalty_tol), "dry": _transform(_dry_tol), "logit-bias": _logit_bias,
-    "mirostat": _mirostat, "mirostat-v2": _mirostat_v2, "adaptive-p": _adaptive_p,
-}

@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from oracle.candidates import TokenDataArray, identity_ids
-from properties.peers.llama_cpp import PeerOutput
+from properties.peers.llama_cpp.adapter import PeerOutput
 
 P_FLOOR = 1e-6  # the absolute p agreement asked for; the float model may allow more (see legal.py)
 

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from oracle.candidates import TokenDataArray
-from properties.peers.float_model import TINY, U, discrete_reachable, discrete_select, seq_sum_bound, softmax_f32
-from properties.peers.judge import P_FLOOR, FindingDomain, Legal, dense, lookup
-from properties.peers.legal_filters import _ranked, _sorted_view, _vocab
-from properties.peers.llama_cpp import PeerOutput
+from properties.numerics import (F32_MIN_SUBNORMAL as TINY, U32 as U, discrete_reachable, discrete_select, seq_sum_bound,
+                                 softmax_f32)
+from properties.peers.llama_cpp.legality import P_FLOOR, FindingDomain, Legal, dense, lookup
+from properties.peers.llama_cpp.legal_filters import _ranked, _sorted_view, _vocab
+from properties.peers.llama_cpp.adapter import PeerOutput
 
 _LN2 = math.log(2.0)
 

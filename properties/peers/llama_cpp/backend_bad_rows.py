@@ -1,5 +1,5 @@
 """NaN, +inf and all -inf rows through every backend sampler; run as a child process
-(``python -m properties.peers.backend_bad_rows``) so that an abort fails one test, not pytest.
+(``python -m properties.peers.llama_cpp.backend_bad_rows``) so that an abort fails one test, not pytest.
 Prints one JSON line: {"sampler/kind": {token, candidates, logits (as strings), probs_nan}}."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def bad_row(kind: str) -> np.ndarray:
 
 
 def answers() -> dict:
-    from properties.peers import backend_sampling as bs
+    from properties.peers.llama_cpp import backend_sampling as bs
 
     out = {}
     for name, steps in STEPS.items():

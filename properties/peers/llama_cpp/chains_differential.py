@@ -3,7 +3,7 @@ seeded streams of every stateful one, judged step by step against the oracle.
 
 A generated chain is any sequence of the non-selecting samplers (repeats allowed, so a stateful
 penalties / DRY may follow a top_k that reordered and compacted the array) closed by one selector,
-each with parameters from its ``PeerRecord`` (no-op points, zero and negative values, empty and
+each with parameters from its record's llama.cpp facet (no-op points, zero and negative values, empty and
 repeated bias / breaker lists). ``generated_chain_stream`` runs it as llama.cpp's chain
 (``chain_init``/``chain_add``, ``llama_sampler_sample``) and, stage by stage, llama.cpp's members
 against the oracle's with ``legal.legal_for`` + ``judge.check``; the end-to-end oracle chain must
@@ -32,23 +32,24 @@ from hypothesis import assume, strategies as st
 
 from oracle.candidates import TokenDataArray
 from oracle.chain import Chain, SamplingParams, default_chain
-from properties.peers import llama_cpp as peer
-from properties.peers.judge import FindingDomain, Unsupported, Verdict
-from properties.peers.legal import Drift
-from properties.peers.records import RECORDS_BY_NAME, PeerRecord
-from properties.peers.streams import (PeerMismatch, SELF_STATE, Stream, StreamReport, judge_step, raw_state,
+from properties.peers.llama_cpp import adapter as peer
+from properties.peers.llama_cpp.legality import FindingDomain, Unsupported, Verdict
+from properties.peers.llama_cpp.legal import Drift
+from properties.peers.llama_cpp.streams import (PeerMismatch, Stream, StreamReport, judge_step, raw_state,
                                       state_of)
+from properties.samplers.record import SamplerRecord
+from properties.samplers.records import RECORDS, RECORDS_BY_NAME
 from properties.samplers.strategies import make_logits
 
-MEMBERS = ("logit_bias", "penalties", "dry", "top_n_sigma", "top_k", "typical", "top_p", "min_p", "xtc",
-           "temp", "temp_ext")
-SELECTORS = ("dist", "greedy", "mirostat", "mirostat_v2", "adaptive_p")
-STATEFUL = ("dist", "xtc", "penalties", "dry", "mirostat", "mirostat_v2", "adaptive_p")
+_PEER = [r for r in RECORDS if r.llama is not None]
+MEMBERS = tuple(r.name for r in _PEER if r.kind != "select")
+SELECTORS = tuple(r.name for r in _PEER if r.kind == "select")
+STATEFUL = tuple(r.name for r in _PEER if r.llama.stream_params is not None)
 
 
 @dataclass
 class GeneratedChain:
-    members: list  # [(PeerRecord, params)], the selector last
+    members: list  # [(SamplerRecord, constructor params)], the selector last
     history: list = field(default_factory=list)
 
     def __repr__(self) -> str:
@@ -56,17 +57,17 @@ class GeneratedChain:
 
     @property
     def families(self) -> tuple[str, ...]:
-        allowed = set(self.members[0][0].families)
+        allowed = set(self.members[0][0].llama.families)
         for r, _ in self.members[1:]:
-            allowed &= set(r.families)
-        return tuple(f for f in self.members[-1][0].families if f in allowed)
+            allowed &= set(r.llama.families)
+        return tuple(f for f in self.members[-1][0].llama.families if f in allowed)
 
 
 @st.composite
 def generated_chains(draw, vocab: int, max_members: int = 5) -> GeneratedChain:
     names = draw(st.lists(st.sampled_from(MEMBERS), max_size=max_members), label="members")
     names.append(draw(st.sampled_from(SELECTORS), label="selector"))
-    members = [(RECORDS_BY_NAME[n], draw(RECORDS_BY_NAME[n].params(vocab), label=n)) for n in names]
+    members = [(RECORDS_BY_NAME[n], draw(RECORDS_BY_NAME[n].llama.params(vocab), label=n)) for n in names]
     history = draw(st.lists(st.integers(0, min(vocab, 6) - 1), max_size=12), label="history")
     chain = GeneratedChain(members, history)
     assume(chain.families)  # e.g. mirostat (zipf rows only) after typical (no underflowing rows)
@@ -74,8 +75,8 @@ def generated_chains(draw, vocab: int, max_members: int = 5) -> GeneratedChain:
 
 
 def _build(chain: GeneratedChain, vocab: int) -> tuple[list, list]:
-    oracle = [r.oracle(p, vocab) for r, p in chain.members]
-    llama = [r.peer(p, vocab) for r, p in chain.members]
+    oracle = [r.build(p, vocab) for r, p in chain.members]
+    llama = [r.llama.peer(p, vocab) for r, p in chain.members]
     for smp in (*oracle, *llama):
         for t in chain.history:
             smp.accept(int(t))
@@ -122,7 +123,7 @@ def generated_chain_stream(chain: GeneratedChain, family: str, vocab: int, seed:
                 smp.accept(token)
             if not same:
                 rep.divergences.append(t)
-                if any(m.name in SELF_STATE and not v.identical for m, v in zip(shadow_oracle, verdicts)):
+                if any(r.llama.self_state and not v.identical for (r, _), v in zip(chain.members, verdicts)):
                     rep.stopped = f"legal divergence at step {t} in a self-state sampler"
                     break
                 e2e = Chain(copy.deepcopy(shadow_oracle))  # its RNGs drew as llama.cpp's did
@@ -159,19 +160,11 @@ def params_chain(params: SamplingParams, vocab: int) -> GeneratedChain:
     if p.mirostat == 2:
         return GeneratedChain(members + [(r["temp"], {"t": p.temp}), (r["mirostat_v2"], {
             "seed": p.seed, "tau": p.mirostat_tau, "eta": p.mirostat_eta})])
-    by_letter = {
-        "e": ("penalties", {"last_n": p.penalty_last_n, "repeat": p.penalty_repeat, "freq": p.penalty_freq,
-                            "present": p.penalty_present, "history": []}),
-        "d": ("dry", {"multiplier": p.dry_multiplier, "base": p.dry_base, "allowed_length": p.dry_allowed_length,
-                      "last_n": p.dry_penalty_last_n, "breakers": p.dry_breakers, "history": []}),
-        "s": ("top_n_sigma", {"n": p.top_n_sigma}), "k": ("top_k", {"k": p.top_k}),
-        "y": ("typical", {"p": p.typ_p, "min_keep": p.min_keep}), "p": ("top_p", {"p": p.top_p, "min_keep": p.min_keep}),
-        "m": ("min_p", {"p": p.min_p, "min_keep": p.min_keep}),
-        "x": ("xtc", {"probability": p.xtc_probability, "threshold": p.xtc_threshold, "min_keep": p.min_keep,
-                      "seed": p.seed}),
-        "t": ("temp_ext", {"t": p.temp, "delta": p.dynatemp_range, "exponent": p.dynatemp_exponent}),
-    }
-    members += [(r[by_letter[c][0]], by_letter[c][1]) for c in p.sequence]
+    by_letter = {rec.llama.letter: rec for rec in RECORDS if rec.llama is not None and rec.llama.letter}
+    unknown = set(p.sequence) - set(by_letter)
+    if unknown:
+        raise ValueError(f"unknown sampler letters {sorted(unknown)} in sequence {p.sequence!r}")
+    members += [(by_letter[c], by_letter[c].llama.settings(p)) for c in p.sequence]
     return GeneratedChain(members + [(r["dist"], {"seed": p.seed})])
 
 
@@ -192,7 +185,7 @@ class LongStream:
     stops: list = field(default_factory=list)
 
 
-def long_streams(samplers: dict[str, tuple[PeerRecord, dict]], family: str, vocab: int, seed: int,
+def long_streams(samplers: dict[str, tuple[SamplerRecord, dict]], family: str, vocab: int, seed: int,
                  steps: int, workers: int | None = None) -> dict[str, LongStream]:
     """>= ``steps`` judged rounds of every named stateful sampler, in lockstep on one row sequence
     (each row generated, and sorted, once for all of them). A stream that stops (a self-state

@@ -1,8 +1,8 @@
 """Judging llama.cpp's backend samplers with the bodies that judge gpu_impl, and classifying
 every disagreement.
 
-``judge(body, record, case)`` runs a property body (``check_matches_oracle`` and friends) with
-``properties.peers.backend_sampling`` as the implementation. When it fails, the documented
+``explain(body, record, case)`` runs a property body (``check_matches_oracle`` and friends) with
+``properties.peers.llama_cpp.backend_sampling`` as the implementation. When it fails, the documented
 explanations for that record are applied - each a change of the *reference* to what llama.cpp's
 backend is documented to do (a legal tie resolved the other way, a parameter the backend ignores,
 its threshold rule) - and the SAME body is re-run against llama.cpp. The disagreement is
@@ -23,10 +23,11 @@ from oracle.candidates import TokenDataArray
 from oracle.samplers.base import Sampler
 from properties.samplers.record import SamplerRecord
 from properties import PropertyFailure
-from properties.peers.backend_sampling import BackendAbort
+from properties.peers.llama_cpp.backend_sampling import BackendAbort
+from properties.peers.llama_cpp.findings import LEDGER, LEGAL_TIE
 from properties.samplers.strategies import Case
 
-LEGAL_TIE, FINDING = "legal tie", "documented finding"
+FINDING = "documented finding"
 
 
 class LastMaxMask(Sampler):
@@ -138,49 +139,32 @@ def _all_maxima(row: np.ndarray, params: dict) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Explanation:
+    """A change of the reference to what llama.cpp's backend is documented to do; ``id`` names the
+    ledger entry (``findings.LEDGER``) that records it, its kind and its words."""
     id: str
-    kind: str
     records: frozenset[str]
     change: Callable[[SamplerRecord, Case], tuple[SamplerRecord, Case]]
-    why: str
 
 
 EXPLANATIONS: list[Explanation] = [
-    Explanation("last-maximum-tie", LEGAL_TIE, frozenset({"greedy"}),
-                lambda r, c: (dataclasses.replace(r, legal=_all_maxima), c),
-                "ggml_argmax returns the last of equal maxima, the CPU greedy the first: both are maximal"),
-    Explanation("last-maximum-tie", LEGAL_TIE, frozenset({"temp", "temp_ext"}),
-                lambda r, c: (dataclasses.replace(r, oracle=_last_max_oracle(r)), c),
-                "temp(t <= 0) keeps the last of equal maxima on the backend, the first on the CPU"),
-    Explanation("backend-top-p-ignores-min-keep", FINDING, frozenset({"top_p"}),
-                lambda r, c: (r, _with_params(c, min_keep=0)),
-                "the backend top_p graph has no min_keep"),
-    Explanation("backend-min-p-ignores-min-keep", FINDING, frozenset({"min_p"}),
-                lambda r, c: (r, _with_params(c, min_keep=0)),
-                "the backend min_p graph has no min_keep"),
-    Explanation("backend-min-p-strict-threshold", FINDING, frozenset({"min_p"}),
-                lambda r, c: (dataclasses.replace(r, oracle=lambda p: StrictMinP(p["p"])), c),
-                "the backend keeps l > max + ln p (CPU: >=): at p = 1 it masks every token"),
-    Explanation("backend-temp-ext-entropy-clamp", FINDING, frozenset({"temp_ext"}),
+    Explanation("last-maximum-tie", frozenset({"greedy"}), lambda r, c: (dataclasses.replace(r, legal=_all_maxima), c)),
+    Explanation("last-maximum-tie", frozenset({"temp", "temp_ext"}),
+                lambda r, c: (dataclasses.replace(r, oracle=_last_max_oracle(r)), c)),
+    Explanation("backend-top-p-ignores-min-keep", frozenset({"top_p"}), lambda r, c: (r, _with_params(c, min_keep=0))),
+    Explanation("backend-min-p-ignores-min-keep", frozenset({"min_p"}), lambda r, c: (r, _with_params(c, min_keep=0))),
+    Explanation("backend-min-p-strict-threshold", frozenset({"min_p"}),
+                lambda r, c: (dataclasses.replace(r, oracle=lambda p: StrictMinP(p["p"])), c)),
+    Explanation("backend-temp-ext-entropy-clamp", frozenset({"temp_ext"}),
                 lambda r, c: (dataclasses.replace(r, oracle=lambda p: ClampedTempExt(p["t"], p["delta"], p["exponent"]),
-                                                  masked_are_candidates=True), c),
-                "the backend entropy clamps p to [1e-10, 1]: every p below 1e-10 adds 2.3e-9 to H"),
-    Explanation("temp-ext-counts-masked", FINDING, frozenset({"temp_ext"}),
-                lambda r, c: (dataclasses.replace(r, masked_are_candidates=True), c),
-                "the entropy is normalised by ln(ne0), and ne0 counts the -inf entries"),
+                                                  masked_are_candidates=True), c)),
+    Explanation("temp-ext-counts-masked", frozenset({"temp_ext"}),
+                lambda r, c: (dataclasses.replace(r, masked_are_candidates=True), c)),
 ]
 # chain-only classes (models swapped into the oracle chain by backend_chains)
-CHAIN_CLASSES = {
-    "backend-temp-zero-truncates": (FINDING, "temp(t <= 0) shrinks the array to one candidate where the CPU "
-                                             "keeps -inf entries: xtc / typical / temp_ext after it see another array"),
-    "typical-nan-entropy": (FINDING, "the CPU typical after a -inf entry (the backend hands masked entries "
-                                     "over) has a NaN entropy; what it keeps is std::sort's doing, so the "
-                                     "suffix is not judged (recorded CPU finding, replayed)"),
-    "xtc-counts-masked-handoff": (FINDING, "the CPU xtc's min_keep test counts the -inf entries the backend "
-                                           "hands over (fixed shape), so it cuts where a truncated array is not cut"),
-    "backend-logit-bias-repeated-token-last-wins": (FINDING, "a token listed twice gets only its LAST bias on the "
-                                                             "backend (set_rows overwrites); the CPU adds both"),
-}
+CHAIN_CLASSES = ("backend-temp-zero-truncates", "typical-nan-entropy", "xtc-counts-masked-handoff",
+                 "backend-logit-bias-repeated-token-last-wins")
+for _id in {e.id for e in EXPLANATIONS} | set(CHAIN_CLASSES):
+    LEDGER[_id]  # an explanation must name a ledger entry: raises on an unknown id, at import
 
 
 @dataclass
@@ -200,7 +184,7 @@ def _passes(body, record: SamplerRecord, case: Case) -> bool:
     return True
 
 
-def judge(body: Callable[[SamplerRecord, Case], object], record: SamplerRecord, case: Case) -> Judged:
+def explain(body: Callable[[SamplerRecord, Case], object], record: SamplerRecord, case: Case) -> Judged:
     """Run ``body``; on a failure, the smallest set of documented explanations that makes the same
     body pass against llama.cpp, or the original failure re-raised."""
     try:
@@ -228,12 +212,11 @@ def judge(body: Callable[[SamplerRecord, Case], object], record: SamplerRecord, 
 
 
 def explanation_table() -> list[dict]:
-    rows = [{"id": e.id, "kind": e.kind, "samplers": sorted(e.records), "why": e.why} for e in EXPLANATIONS]
-    return rows + [{"id": k, "kind": kind, "samplers": ["chains"], "why": why} for k, (kind, why) in CHAIN_CLASSES.items()]
+    rows = [{"id": e.id, "kind": kind_of(e.id), "samplers": sorted(e.records), "why": LEDGER[e.id].waiver}
+            for e in EXPLANATIONS]
+    return rows + [{"id": k, "kind": kind_of(k), "samplers": ["chains"], "why": LEDGER[k].waiver} for k in CHAIN_CLASSES]
 
 
 def kind_of(class_id: str) -> str:
-    for e in EXPLANATIONS:
-        if e.id == class_id:
-            return e.kind
-    return CHAIN_CLASSES.get(class_id, (FINDING, ""))[0]
+    """"legal tie" or "documented finding"; an id the ledger does not hold raises ``KeyError``."""
+    return LEGAL_TIE if LEDGER[class_id].kind == LEGAL_TIE else FINDING

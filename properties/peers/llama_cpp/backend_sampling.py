@@ -8,7 +8,7 @@ logits come from ``fixtures.logit_injection`` models, so the backend sees exactl
 
 ``run(rows, chains)`` is the adapter; ``Injected`` keeps one model and context open for a
 seeded stream. The gpu_impl-style functions at the bottom make this module an implementation
-``pytest --impl properties.peers.backend_sampling`` can judge: each builds a one-sampler chain
+``pytest --impl properties.peers.llama_cpp.backend_sampling`` can judge: each builds a one-sampler chain
 per row and returns the backend's answer as a fixed-shape [B, V] row (-inf where the backend
 masked or dropped a token).
 
@@ -25,13 +25,12 @@ from typing import Sequence
 import numpy as np
 
 from fixtures import llama_log, logit_injection as inj
-from properties.peers import llama_cpp as peer
-from properties.peers.llama_cpp import PeerSampler, Unavailable
+from properties.peers.llama_cpp import adapter as peer
+from properties.peers.llama_cpp.adapter import PeerSampler, Unavailable
 
 TOKEN_NULL = -1
-# the samplers llama.cpp 0.3.36 implements as ggml graph ops (iface->backend_apply is set);
-# checked by ``backend_capable`` at import of the peer, not assumed
-BACKEND_SAMPLERS = ("greedy", "dist", "temp", "temp_ext", "top_k", "top_p", "min_p", "penalties", "logit_bias")
+# which samplers llama.cpp implements as ggml graph ops is each record's ``llama.backend``,
+# checked against ``backend_capable`` by properties/meta/test_catalogue.py
 
 
 def _L():
@@ -162,7 +161,7 @@ class Injected:
 
 
 Step = tuple[str, dict]
-"""One chain member: a factory name of ``properties.peers.llama_cpp`` and its keyword arguments."""
+"""One chain member: a factory name of ``properties.peers.llama_cpp.adapter`` and its keyword arguments."""
 
 
 def build(steps: Sequence[Step]) -> PeerSampler:

@@ -2,7 +2,7 @@
 
 A ``ChainCase`` is a grid-snapped float32 row (every transform is then exact in float32), a
 penalties history, and a chain of (factory name, parameters) members that both
-``oracle.samplers`` and ``properties.peers.llama_cpp`` build. ``check_backend_chain`` judges one
+``oracle.samplers`` and ``properties.peers.llama_cpp.adapter`` build. ``check_backend_chain`` judges one
 case against four references and raises ``PropertyFailure`` naming the first that breaks:
 
 1. truncation ≡ masking: the backend prefix's masked row describes the distribution of the
@@ -14,7 +14,7 @@ case against four references and raises ``PropertyFailure`` naming the first tha
 4. the seeded token is one the final array's inverse CDF may give for the seed's uniform.
 
 ``subs`` swaps oracle members for models of what the backend is documented to do (the findings
-of ``backend_judge``); ``backend_judge.judge`` finds the smallest set that explains a failure.
+of ``backend_explain``); ``backend_explain.explain`` finds the smallest set that explains a failure.
 """
 from __future__ import annotations
 
@@ -23,19 +23,19 @@ from dataclasses import dataclass, field
 import numpy as np
 from hypothesis import strategies as st
 
-from oracle import samplers as s
 from oracle.candidates import TokenDataArray
 from oracle.rng import Mt19937
-from properties.samplers.records import RECORDS_BY_NAME
+from properties.samplers.records import RECORDS, RECORDS_BY_NAME
 from properties.samplers.chains import compare
 from properties import PropertyFailure
 from properties.numerics import mass_allowance
-from properties.peers import backend_sampling as bs, llama_cpp as peer
-from properties.peers.backend_judge import LastMaxMask, NaNEntropyDomain, StrictMinP, TruncateToMax, TypicalNaNEntropy
+from properties.peers.llama_cpp import adapter as peer, backend_sampling as bs
+from properties.peers.llama_cpp.backend_explain import (LastMaxMask, NaNEntropyDomain, StrictMinP, TruncateToMax,
+                                                        TypicalNaNEntropy)
 from properties.samplers.strategies import FAMILIES, make_logits, vocab_sizes
 
-BACKEND_MEMBERS = ("penalties", "top_k", "top_p", "min_p", "temp")
-SUFFIX_MEMBERS = ("typical", "xtc", "top_n_sigma")
+BACKEND_MEMBERS = tuple(r.name for r in RECORDS if r.llama is not None and r.llama.backend_chain == "prefix")
+SUFFIX_MEMBERS = tuple(r.name for r in RECORDS if r.llama is not None and r.llama.backend_chain == "suffix")
 SUBSTITUTIONS = ("last-maximum-tie", "backend-top-p-ignores-min-keep", "backend-min-p-ignores-min-keep",
                  "backend-min-p-strict-threshold", "backend-temp-zero-truncates",
                  "backend-logit-bias-repeated-token-last-wins", "typical-nan-entropy", "xtc-counts-masked-handoff")
@@ -61,26 +61,12 @@ class ChainCase:
         return list(self.steps) + [("dist", {"seed": self.seed})]
 
 
-_EIGHTHS = st.integers(-16, 16).map(lambda i: i / 8)
+_BIAS_EIGHTHS = st.integers(-16, 16).map(lambda i: i / 8)
 
 
 def _member(name: str, vocab: int) -> st.SearchStrategy[dict]:
     """Every legal parameter shape: no-op points, zero, negative, beyond-range values."""
-    keep = st.sampled_from([0, 1, 3])
-    return {
-        "penalties": st.fixed_dictionaries({"last_n": st.sampled_from([0, 1, 3, 64]), "repeat": st.sampled_from([0.5, 1.0, 2.0]),
-                                            "freq": _EIGHTHS, "present": _EIGHTHS, "n_vocab": st.just(vocab)}),
-        "top_k": st.fixed_dictionaries({"k": st.one_of(st.sampled_from([-1, 0, 1, 2, 40, vocab, vocab + 3]),
-                                                       st.integers(1, vocab))}),
-        "top_p": st.fixed_dictionaries({"p": st.sampled_from([0.0, 0.25, 0.5, 0.9, 0.95, 1.0, 1.5]), "min_keep": keep}),
-        "min_p": st.fixed_dictionaries({"p": st.sampled_from([-0.5, 0.0, 0.05, 0.1, 0.5, 1.0, 1.05]), "min_keep": keep}),
-        "temp": st.fixed_dictionaries({"t": st.sampled_from([-1.0, 0.0, 0.25, 0.5, 1.0, 2.0, 4.0])}),
-        "typical": st.fixed_dictionaries({"p": st.sampled_from([0.0, 0.5, 0.9, 1.0]), "min_keep": keep}),
-        "xtc": st.fixed_dictionaries({"probability": st.sampled_from([0.0, 0.5, 1.0]),
-                                      "threshold": st.sampled_from([0.0, 0.1, 0.3, 0.5, 0.6]), "min_keep": keep,
-                                      "seed": st.integers(0, 2**16)}),
-        "top_n_sigma": st.fixed_dictionaries({"n": st.sampled_from([-1.0, 0.0, 0.5, 1.0, 2.0])}),
-    }[name]
+    return RECORDS_BY_NAME[name].llama.backend_params(vocab)
 
 
 @st.composite
@@ -92,7 +78,7 @@ def chain_cases(draw, max_vocab: int = 4096) -> ChainCase:
     row = np.where(np.isfinite(row), np.clip(np.round(row * 256) / 256, -64, 64), -np.inf).astype(np.float32)
     steps = []
     if draw(st.booleans(), label="logit_bias first"):  # where common_sampler puts it
-        biases = draw(st.lists(st.tuples(st.integers(0, vocab - 1), st.one_of(_EIGHTHS, st.just(-np.inf))),
+        biases = draw(st.lists(st.tuples(st.integers(0, vocab - 1), st.one_of(_BIAS_EIGHTHS, st.just(-np.inf))),
                                min_size=1, max_size=4), label="biases")
         steps.append(("logit_bias", {"n_vocab": vocab, "biases": biases}))
     names = draw(st.lists(st.sampled_from(BACKEND_MEMBERS), max_size=4), label="backend members")
@@ -116,7 +102,7 @@ def oracle_member(name: str, params: dict, subs: frozenset = frozenset(), on_bac
         return StrictMinP(params["p"])
     if on_backend and name in ("top_p", "min_p") and f"backend-{name.replace('_', '-')}-ignores-min-keep" in subs:
         kw["min_keep"] = 0
-    return getattr(s, name)(**kw)
+    return RECORDS_BY_NAME[name].build(kw, params.get("n_vocab", 0))
 
 
 def _bracket_params(name: str, params: dict) -> dict:
@@ -140,8 +126,8 @@ def oracle_chain(cc: ChainCase, upto: int, n_backend: int, subs: frozenset,
         if i == n_backend and handoff_ids is not None and "xtc-counts-masked-handoff" in subs:
             # the backend hands over a fixed-shape masked array: its ids, -inf where it masked
             cur = _state(handoff_ids, cur.dense_logits(cc.vocab)[handoff_ids], np.zeros(handoff_ids.size))
-        rec = RECORDS_BY_NAME.get(name)
-        if rec is not None and rec.kind == "filter" and np.isfinite(cur.logits).any():
+        rec = RECORDS_BY_NAME[name]
+        if rec.kind == "filter" and np.isfinite(cur.logits).any():
             must, may = rec.must_may(cur.dense_logits(cc.vocab), _bracket_params(name, params), truncated=True)
             ambiguous |= not np.array_equal(must, may)
         if name in ("temp", "temp_ext") and params["t"] <= 0 and np.isfinite(cur.logits).any():
@@ -149,7 +135,7 @@ def oracle_chain(cc: ChainCase, upto: int, n_backend: int, subs: frozenset,
             ambiguous |= int((top == top.max()).sum()) > 1  # which of equal maxima survives is a tie rule
         before = cur.dense_logits(cc.vocab)
         m.apply(cur)
-        if rec is not None and rec.kind == "filter":
+        if rec.kind == "filter":
             after = np.isfinite(cur.dense_logits(cc.vocab))
             dropped = np.isfinite(before) & ~after
             # a filter that ranks by logit cut between equal logits: which of them survive is a tie rule

@@ -1,5 +1,5 @@
 """Stand-alone reproducers for the llama.cpp findings: short scripts against llama-cpp-python's C
-API (and gguf-py, for the backend ones), generated from the same witness data the tests replay.
+API (and gguf-py, for the backend ones), rendered from the ledger's witnesses, which the tests replay.
 
 ``script(finding_id)`` returns the script text (None for findings that need no upstream report:
 agreements, or a crash already reproduced by a one-line C++ call). Every script prints its
@@ -10,51 +10,20 @@ from __future__ import annotations
 
 import json
 import textwrap
-from typing import Callable
 
-import numpy as np
-
-from properties.peers import backend_findings as bf
+from properties.peers.llama_cpp.witness import _literal
+from properties.samplers.records import RECORDS_BY_NAME
 
 PINNED = "llama-cpp-python==0.3.36 gguf==0.19.0 numpy"
 
-# CPU witnesses of findings.py: row code (defines ROW), chain, pick from the raw answer
-CPU_WITNESSES: dict[str, tuple[str, list, Callable[[dict], dict]]] = {
-    "logit-bias-stale-sorted": ("ROW = [1.0, 1.0, 1.0]",
-                                [("top_k", {"k": 3}), ("logit_bias", {"n_vocab": 3, "biases": [(1, 0.5)]}), ("top_k", {"k": 1})],
-                                lambda r: {"ids": r["ids"]}),
-    "logit-bias-repeated-token-searched": ("ROW = [0.0, 1.0, 2.0, 3.0]",
-                                           [("top_k", {"k": 4}), ("logit_bias", {"n_vocab": 4, "biases": [(3, 0.5), (3, 1.0)]})],
-                                           lambda r: {"logit_3": float(r["logits"][r["ids"].index(3)])}),
-    "typical-nan-entropy": ("ROW = [0.0, -np.inf, 1.0, 2.0, -1.0, 0.5]", [("typical", {"p": 0.5, "min_keep": 0})],
-                            lambda r: {"ids": r["ids"]}),
-    "typical-nan-entropy-scrambled": ("ROW = np.linspace(2, -2, 17)\nROW[8] = -np.inf",
-                                      [("typical", {"p": 0.5, "min_keep": 0})], lambda r: {"ids": r["ids"]}),
-    "mirostat-k-overflow": ("ROW = [0.0, 0.0, 0.0, 0.0]",
-                            [("mirostat", {"n_vocab": 4, "seed": 0, "tau": 5.0, "eta": 0.1, "m": 100})],
-                            lambda r: {"size": len(r["ids"])}),
-    "bucket-sort-int-overflow": ("ROW = np.zeros(300)\nROW[5], ROW[7] = 1e9, 3e8", [("top_k", {"k": 129})],
-                                 lambda r: {"first": r["ids"][0], "token_5_kept": 5 in r["ids"]}),
-    "top-n-sigma-variance-overflow": ("ROW = [3e19, 0.0, 0.0, 0.0]", [("top_n_sigma", {"n": 1.0})],
-                                      lambda r: {"masked": [i for i, x in zip(r["ids"], r["logits"]) if x == "-inf"]}),
-    "greedy-no-finite-logit": ("ROW = [-np.inf] * 4", [("greedy", {})], lambda r: {"selected": r["selected"]}),
-    "dist-no-finite-logit": ("ROW = [-np.inf] * 4", [("dist", {"seed": 0})],
-                             lambda r: {"selected": r["selected"], "p_is_nan": all(p == "nan" for p in r["p"])}),
-    "softmax-float-running-sum": ("ROW = np.zeros(262144)\nROW[0] = 12.0", [("top_p", {"p": 0.5, "min_keep": 0})],
-                                  lambda r: {"p_top": round(float(r["p"][0]), 6)}),
-}
 
-_CALLS = {
-    "greedy": "L.llama_sampler_init_greedy()", "dist": "L.llama_sampler_init_dist({seed})",
-    "temp": "L.llama_sampler_init_temp({t})", "temp_ext": "L.llama_sampler_init_temp_ext({t}, {delta}, {exponent})",
-    "top_k": "L.llama_sampler_init_top_k({k})", "top_p": "L.llama_sampler_init_top_p({p}, {min_keep})",
-    "min_p": "L.llama_sampler_init_min_p({p}, {min_keep})", "typical": "L.llama_sampler_init_typical({p}, {min_keep})",
-    "xtc": "L.llama_sampler_init_xtc({probability}, {threshold}, {min_keep}, {seed})",
-    "top_n_sigma": "L.llama_sampler_init_top_n_sigma({n})",
-    "penalties": "L.llama_sampler_init_penalties({n_vocab}, {last_n}, {repeat}, {freq}, {present})",
-    "logit_bias": "bias({n_vocab}, {biases})",
-    "mirostat": "L.llama_sampler_init_mirostat({n_vocab}, {seed}, {tau}, {eta}, {m})",
-}
+def _call(name: str) -> str:
+    """The record's C-API call template (a record without one cannot be in a reproducer)."""
+    call = RECORDS_BY_NAME[name].llama.call if RECORDS_BY_NAME[name].llama else ""
+    if not call:
+        raise KeyError(f"sampler {name!r} has no reproducer call in its llama.cpp facet")
+    return call
+
 
 _PRELUDE = '''\
 import ctypes, json, math, os, sys, tempfile
@@ -165,18 +134,8 @@ print("RESULT", json.dumps(raw))
 '''
 
 
-def _literal(v) -> str:
-    """A parameter as Python source; the script defines ``inf`` (and ``math``)."""
-    if isinstance(v, float) and not np.isfinite(v):
-        return "math.nan" if np.isnan(v) else ("-inf" if v < 0 else "inf")
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_literal(x) for x in v) + "]" if isinstance(v, list) else \
-            "(" + ", ".join(_literal(x) for x in v) + ")"
-    return repr(v)
-
-
 def _chain_code(steps) -> str:
-    calls = [_CALLS[name].format(**{k: _literal(v) for k, v in params.items()}) for name, params in steps]
+    calls = [_call(name).format(**{k: _literal(v) for k, v in params.items()}) for name, params in steps]
     return "CHAIN = [\n    " + ",\n    ".join(calls) + ",\n]\n"
 
 
@@ -187,33 +146,30 @@ def _header(finding: dict, where: str) -> str:
 
 
 def script(finding_id: str) -> str | None:
-    from properties.peers.findings import FINDINGS
+    """The finding's stand-alone reproducer, rendered from its witness (None: no call to render)."""
+    from properties.peers.llama_cpp.findings import BEHAVIOUR, finding
 
-    f = next((x.row() | {"llama_output": x.llama_output, "oracle_output": x.oracle_output}
-              for x in FINDINGS if x.id == finding_id), None)
-    if f is None:
-        raise KeyError(f"no finding {finding_id!r}")
-    if finding_id in bf.WITNESSES:
-        w = bf.WITNESSES[finding_id]
-        row = "ROW = " + _literal([float(v) for v in w.row])
+    f = finding(finding_id)
+    w = f.call
+    if w is None or f.kind != BEHAVIOUR:  # agreements and waivers need no upstream report
+        return None
+    row = f.row() | {"llama_output": f.llama_output, "oracle_output": f.oracle_output}
+    if w.where == "backend":
         expected = w.expected + (" (the process aborts with a GGML_ASSERT instead)" if w.aborts else "")
-        body = (f"{row}\nHISTORY = {list(w.history)!r}\nSELECTS = {w.steps[-1][0] in bf.SELECTORS}\n"
+        body = (f"{w.row_source()}\nHISTORY = {list(w.history)!r}\nSELECTS = {w.selects}\n"
                 f"EXPECTED = {expected!r}\n" + _chain_code(w.steps) + "\n" + _BACKEND)
-        return _header(f, "llama.cpp backend sampling (a sampler chain attached to a sequence, CPU backend)") + \
+        return _header(row, "llama.cpp backend sampling (a sampler chain attached to a sequence, CPU backend)") + \
             _PRELUDE + "\n\n" + body
-    if finding_id in CPU_WITNESSES:
-        row, steps, _ = CPU_WITNESSES[finding_id]
-        expected = f"the oracle gives {f['oracle_output']}"
-        body = f"{row}\nEXPECTED = {expected!r}\n" + _chain_code(steps) + "\n" + _CPU
-        return _header(f, "llama.cpp CPU samplers (llama_sampler_apply on a raw candidate array)") + _PRELUDE + "\n\n" + body
-    return None
+    expected = f"the oracle gives {f.oracle_output}"
+    body = f"{w.row_source()}\nEXPECTED = {expected!r}\n" + _chain_code(w.steps) + "\n" + _CPU
+    return _header(row, "llama.cpp CPU samplers (llama_sampler_apply on a raw candidate array)") + _PRELUDE + "\n\n" + body
 
 
 def outcome(finding_id: str, raw: dict) -> dict:
     """The raw ``RESULT`` of a script in the shape the finding records as llama.cpp's output."""
-    if finding_id in CPU_WITNESSES:
-        return CPU_WITNESSES[finding_id][2](raw)
-    return bf.PICKS[finding_id](raw)
+    from properties.peers.llama_cpp.findings import finding
+
+    return finding(finding_id).pick(raw)
 
 
 def parse_result(stdout: str) -> dict | None:

@@ -14,14 +14,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from oracle.candidates import TokenDataArray, identity_ids
-from properties.peers import llama_cpp as peer
-from properties.peers.judge import FindingDomain, Verdict, check
-from properties.peers.legal import Drift, legal_for
-from properties.peers.records import PeerRecord
+from properties.peers.llama_cpp import adapter as peer
+from properties.peers.llama_cpp.legality import FindingDomain, Verdict, check
+from properties.peers.llama_cpp.legal import Drift, legal_for
+from properties.samplers.record import SamplerRecord
 from properties.samplers.strategies import make_logits
 
 P_SENTINEL = 0.5  # input p: a sampler that must leave p stale leaves exactly this
-SELF_STATE = {"mirostat", "mirostat-v2", "adaptive-p"}  # state follows their own selection
 
 
 class PeerMismatch(AssertionError):
@@ -74,9 +73,9 @@ def judge_step(oracle_smp, peer_smp: peer.PeerSampler, cur: TokenDataArray, drif
     return verdict, out
 
 
-def single_apply(record: PeerRecord, params: dict, x32: np.ndarray) -> Verdict:
+def single_apply(record: SamplerRecord, params: dict, x32: np.ndarray) -> Verdict:
     n = x32.size
-    o, q = record.oracle(params, n), record.peer(params, n)
+    o, q = record.build(params, n), record.llama.peer(params, n)
     with q:
         for t in params.get("history", ()):
             o.accept(t)
@@ -90,9 +89,9 @@ class Stream:
     Fed samplers accept a fixed small-alphabet token stream, selecting ones accept llama.cpp's
     token (on both sides). Rows come from the caller, so several streams can share one row."""
 
-    def __init__(self, record: PeerRecord, params: dict, vocab: int, seed: int, steps: int) -> None:
+    def __init__(self, record: SamplerRecord, params: dict, vocab: int, seed: int, steps: int) -> None:
         self.record, self.report, self.drift = record, StreamReport(), Drift()
-        self.oracle, self.peer = record.oracle(params, vocab), record.peer(params, vocab)
+        self.oracle, self.peer = record.build(params, vocab), record.llama.peer(params, vocab)
         self.fed = np.random.default_rng(seed).integers(0, min(vocab, 6), steps)
 
     def step(self, t: int, cur: TokenDataArray) -> bool:
@@ -104,12 +103,12 @@ class Stream:
             rep.stopped = f"finding {f.args[0]} at step {t}"
             return False
         rep.add(verdict)
-        token = int(out.ids[out.selected]) if self.record.stream == "own" else int(self.fed[t])
+        token = int(out.ids[out.selected]) if self.record.llama.stream == "own" else int(self.fed[t])
         self.oracle.accept(token)
         self.peer.accept(token)
         if not verdict.identical:
             rep.divergences.append(t)
-            if self.oracle.name in SELF_STATE:
+            if self.record.llama.self_state:
                 rep.stopped = f"legal divergence at step {t} (state follows the selection)"
                 return False
         return True
@@ -118,7 +117,7 @@ class Stream:
         self.peer.free()
 
 
-def stream(record: PeerRecord, params: dict, family: str, vocab: int, seed: int, steps: int) -> StreamReport:
+def stream(record: SamplerRecord, params: dict, family: str, vocab: int, seed: int, steps: int) -> StreamReport:
     """``steps`` apply/accept rounds of ``record`` on fresh ``family`` rows (``Stream``)."""
     s = Stream(record, params, vocab, seed, steps)
     try:

@@ -1,0 +1,130 @@
+"""llama.cpp's graph names for a forward pass's intermediates, and the HF-style module names
+that hold the same values, per architecture.
+
+A port that hooks its modules the way transformers names them (``model.layers.3`` is the output
+of decoder layer 3) may name its dumps so; ``to_graph_name`` turns either naming into llama.cpp's,
+which is the one the comparison (``oracle.models.layers``) and the error models use. An HF-style
+name stands for the *output* of that module, so it maps only where that output is the very tensor
+llama.cpp names: q_proj / k_proj have no entry (llama.cpp's ``Qcur``/``Kcur`` are after RoPE),
+nor have the residual adds inside a block or the gated unit's product (no module returns them).
+Where the same module name means different tensors the map says so per architecture:
+``post_attention_layernorm`` is the norm before the MLP in llama and qwen3, the norm on the
+attention output in gemma2/gemma3 (whose MLP norm is ``pre_feedforward_layernorm``); gemma3's
+``embed_tokens`` already multiplies by sqrt(n_embd) (llama.cpp's ``inp_scaled``), gemma2's does not
+(``embd``); ``lm_head`` is llama.cpp's ``result_output`` only where no final softcap follows it.
+"""
+from __future__ import annotations
+
+import re
+from typing import Mapping
+
+from oracle.models.layers import OP_ORDER, split_name
+
+LAYER = "model.layers.{i}"
+
+_LLAMA = {
+    "embd": "model.embed_tokens",
+    "attn_norm": LAYER + ".input_layernorm",
+    "Vcur": LAYER + ".self_attn.v_proj",
+    "attn_out": LAYER + ".self_attn.o_proj",
+    "ffn_norm": LAYER + ".post_attention_layernorm",
+    "ffn_gate": LAYER + ".mlp.gate_proj",
+    "ffn_up": LAYER + ".mlp.up_proj",
+    "ffn_out": LAYER + ".mlp.down_proj",
+    "l_out": LAYER,
+    "result_norm": "model.norm",
+    "result_output": "lm_head",
+}
+_HEAD_NORMS = {"Qcur_normed": LAYER + ".self_attn.q_norm", "Kcur_normed": LAYER + ".self_attn.k_norm"}
+_GEMMA2 = {k: v for k, v in _LLAMA.items() if k != "result_output"} | {
+    "attn_post_norm": LAYER + ".post_attention_layernorm",
+    "ffn_norm": LAYER + ".pre_feedforward_layernorm",
+    "ffn_post_norm": LAYER + ".post_feedforward_layernorm",
+}
+
+HF_NAMES: dict[str, dict[str, str]] = {
+    "llama": _LLAMA,
+    "qwen3": _LLAMA | _HEAD_NORMS,
+    "gemma2": _GEMMA2,
+    "gemma3": {k: v for k, v in _GEMMA2.items() if k != "embd"} | _HEAD_NORMS | {
+        "inp_scaled": "model.embed_tokens", "result_output": "lm_head"},
+}
+"""Per architecture: llama.cpp graph op -> HF-style module name ({i}: the layer)."""
+ALIASES = {"logits": "result_output"}
+"""Names a run file may use for a graph tensor, whatever the architecture."""
+
+
+def _pattern(hf: str) -> re.Pattern[str]:
+    return re.compile("^" + re.escape(hf).replace(re.escape("{i}"), r"(\d+)") + "$")
+
+
+_REVERSE = {arch: [(_pattern(hf), op) for op, hf in table.items()] for arch, table in HF_NAMES.items()}
+
+
+_OUTSIDE = frozenset(op for op in OP_ORDER if split_name(op)[1] < 0) | frozenset(OP_ORDER[OP_ORDER.index("l_out") + 1:])
+"""The ops before the blocks (those ``split_name`` places there) and after them (graph order puts
+them past the block output ``l_out``): they carry no layer; every other op does."""
+_BLOCK_OPS = frozenset(OP_ORDER) - _OUTSIDE
+
+
+def is_graph_name(name: str) -> bool:
+    """A llama.cpp graph name: a known op, with a layer suffix exactly when the op is per layer."""
+    op, layer = split_name(name)
+    return op in OP_ORDER and (op in _BLOCK_OPS) == (0 <= layer < 10**6)
+
+
+def _from_hf(name: str, arch: str) -> str | None:
+    for pat, op in _REVERSE[arch]:
+        m = pat.match(name)
+        if m:
+            return f"{op}-{int(m.group(1))}" if m.groups() else op
+    return None
+
+
+def to_graph_name(name: str, arch: str | None = None) -> str | None:
+    """llama.cpp's name for ``name`` (already one, an alias, or an HF-style name of ``arch``);
+    None when it is none of these. Without ``arch`` an HF-style name must mean the same tensor
+    in every architecture the map knows (ValueError otherwise: ``lm_head`` is the logits only
+    where no final softcap follows it)."""
+    if name in ALIASES:
+        return ALIASES[name]
+    if is_graph_name(name):
+        return name
+    if arch is not None:
+        if arch not in HF_NAMES:
+            raise ValueError(f"no HF-style names are mapped for architecture {arch!r} (mapped: "
+                             f"{', '.join(HF_NAMES)}); name the tensors by llama.cpp's graph names")
+        return _from_hf(name, arch)
+    found = {a: _from_hf(name, a) for a in HF_NAMES}
+    if len(set(found.values())) > 1:
+        means = "; ".join(f"{g or 'no graph tensor'} in {a}" for a, g in found.items())
+        raise ValueError(f"{name!r} names different tensors per architecture ({means}): give the architecture (--arch)")
+    return found[next(iter(HF_NAMES))]
+
+
+def table(arch: str) -> list[tuple[str, str | None]]:
+    """(llama.cpp name, HF-style name or None) for every op in graph order, a block's layer
+    written N in both (``l_out-N``, ``model.layers.N``)."""
+    if arch not in HF_NAMES:
+        raise ValueError(f"no HF-style names are mapped for architecture {arch!r} (mapped: {', '.join(HF_NAMES)})")
+    hf = HF_NAMES[arch]
+    return [(f"{op}-N" if op in _BLOCK_OPS else op, hf[op].replace("{i}", "N") if op in hf else None)
+            for op in OP_ORDER]
+
+
+def normalise(tensors: Mapping[str, object], arch: str | None = None, strict: bool = True) -> dict[str, object]:
+    """``tensors`` keyed by llama.cpp's names. ``strict``: a name that is neither naming is a
+    ValueError (else kept as it is); two names for one tensor are a ValueError either way."""
+    out: dict[str, object] = {}
+    origin: dict[str, str] = {}
+    for name, value in tensors.items():
+        g = to_graph_name(name, arch)
+        if g is None:
+            if strict:
+                raise ValueError(f"unknown tensor name {name!r}: neither a llama.cpp graph name (op-LAYER, ops: "
+                                 f"{', '.join(OP_ORDER)}) nor an HF-style name (see 'logitcheck names')")
+            g = name
+        if g in out:
+            raise ValueError(f"{origin[g]!r} and {name!r} are the same tensor ({g})")
+        out[g], origin[g] = value, name
+    return out

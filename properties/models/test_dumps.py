@@ -1,0 +1,263 @@
+"""Runs from any engine: `logitcheck parity / layers` read a folder of .npy files or raw float32
+files with a shapes list, named by llama.cpp's graph names or HF-style module names, exactly as
+they read `logitcheck forward`'s .npz; bad input is one clear error (exit 2), never a crash. The
+C and Rust writers in examples/dumps are compiled, run, and their folders judged."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oracle.models.names import HF_NAMES, table, to_graph_name
+from properties.models import runs
+from reports.cli import main as cli
+from reports.dumps import read_run
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "dumps"
+TOKS = ",".join(map(str, runs.TOKENS))
+
+
+@pytest.fixture(scope="module")
+def oracle_npz(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dumps") / "oracle.npz"
+    assert cli(["forward", str(runs.path("gemma2", "Q8_0")), "--tokens", TOKS, "--out", str(out)]) == 0
+    return out
+
+
+def _hf(graph: str, arch: str) -> str | None:
+    """The HF-style name of one llama.cpp name, from the map (None: no module returns it)."""
+    op, _, layer = graph.partition("-")
+    pat = HF_NAMES[arch].get(op)
+    return None if pat is None else pat.replace("{i}", layer)
+
+
+def _write_npy_folder(d: Path, tensors: dict[str, np.ndarray], tokens: np.ndarray) -> Path:
+    d.mkdir()
+    for name, v in tensors.items():
+        np.save(d / f"{name}.npy", v)
+    np.save(d / "tokens.npy", tokens)
+    return d
+
+
+def _write_raw_folder(d: Path, tensors: dict[str, np.ndarray], tokens: np.ndarray, suffix: str = ".f32") -> Path:
+    d.mkdir()
+    lines = []
+    for name, v in tensors.items():
+        np.ascontiguousarray(v, "<f4").tofile(d / f"{name}{suffix}")
+        lines.append(" ".join([name, *map(str, v.shape)]))
+    (d / "shapes.txt").write_text("# written by a test\n" + "\n".join(lines) + "\n")
+    (d / "tokens.txt").write_text(", ".join(map(str, tokens.tolist())))
+    return d
+
+
+def _layers(capsys, *argv: str) -> tuple[int, str]:
+    capsys.readouterr()
+    rc = cli(["layers", *argv])
+    cap = capsys.readouterr()
+    return rc, cap.out + cap.err
+
+
+def test_folders_read_as_the_npz_they_were_written_from(oracle_npz, tmp_path, capsys):
+    """Every layout and naming reads back to the same tensors, and `layers` against the .npz prints
+    the table it prints for the .npz itself: zero error everywhere (the float32 copy of a float64
+    run is compared with the float32 copy)."""
+    run = read_run(oracle_npz)
+    f32 = {k: v.astype(np.float32) for k, v in run.tensors.items()}
+    ref = tmp_path / "ref32.npz"
+    np.savez(ref, tokens=run.tokens, **{("logits" if k == "result_output" else k): v for k, v in f32.items()})
+    hf = {(_hf(k, "gemma2") or k): v for k, v in f32.items()}
+    assert sum(k != h for k, h in zip(f32, hf)) >= 8  # the HF-style folder really uses HF names
+    folders = [_write_npy_folder(tmp_path / "npy", f32, run.tokens),
+               _write_raw_folder(tmp_path / "raw", f32, run.tokens),
+               _write_npy_folder(tmp_path / "npy-hf", hf, run.tokens),
+               _write_raw_folder(tmp_path / "raw-hf", hf, run.tokens, ".bin")]
+    rc, want = _layers(capsys, str(ref), str(ref))
+    assert rc == 0 and "l_out-1" in want and "result_output" in want
+    for d in folders:
+        back = read_run(d, "gemma2")
+        assert back.tensors.keys() == f32.keys() and np.array_equal(back.tokens, run.tokens)
+        assert all(np.array_equal(back.tensors[k], f32[k]) for k in f32)
+        rc, out = _layers(capsys, str(ref), str(d), "--model", str(runs.path("gemma2", "Q8_0")))
+        assert rc == 0 and out.splitlines()[:len(f32) + 1] == want.splitlines()[:len(f32) + 1], d
+    capsys.readouterr()
+    gate = ["--arch", "gemma2", "--max-kld", "0", "--min-top1", "1"]
+    assert cli(["parity", str(ref), str(tmp_path / "raw-hf"), *gate]) == 0
+
+
+def test_a_folder_locates_a_divergence(oracle_npz, tmp_path, capsys):
+    """A dump whose layer-1 MLP output is off is located there, under either naming."""
+    run = read_run(oracle_npz)
+    bad = dict(run.tensors)
+    bad["ffn_out-1"] = bad["ffn_out-1"] * 1.5
+    bad["l_out-1"] = bad["l_out-1"] + 0.5 * run.tensors["ffn_out-1"]
+    d = _write_npy_folder(tmp_path / "bad", {(_hf(k, "gemma2") or k): v for k, v in bad.items()}, run.tokens)
+    rc, out = _layers(capsys, str(oracle_npz), str(d), "--arch", "gemma2")
+    assert rc == 1 and "first divergence at layer 1, ffn_out-1 (down projection)" in out
+
+
+def test_error_model_reads_the_tokens_of_a_folder(oracle_npz, tmp_path, capsys):
+    """`layers --error-model` against a folder REF (HF-style names, tokens.txt): gpu_impl's float32
+    run of the same tokens is within its bounds; without token ids the command says what is missing."""
+    model = str(runs.path("gemma2", "Q8_0"))
+    run = read_run(oracle_npz)
+    ref = _write_raw_folder(tmp_path / "ref", {(_hf(k, "gemma2") or k): v for k, v in run.tensors.items()}, run.tokens)
+    gpu = tmp_path / "gpu32.npz"
+    assert cli(["forward", model, "--tokens", TOKS, "--engine", "gpu_impl", "--out", str(gpu)]) == 0
+    rc, out = _layers(capsys, str(ref), str(gpu), "--model", model, "--error-model", "gpu_impl-float32")
+    assert rc == 0 and "no tensor beyond the gpu_impl-float32 error model's bounds" in out, out
+    (ref / "tokens.txt").unlink()
+    rc, out = _layers(capsys, str(ref), str(gpu), "--model", model, "--error-model", "gpu_impl-float32")
+    assert rc == 2 and "no token ids" in out
+
+
+def _bad_folder(tmp_path: Path, case: str) -> Path:
+    d = tmp_path / case
+    d.mkdir()
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    if case == "wrong size":
+        x.tofile(d / "l_out-0.f32")
+        (d / "shapes.txt").write_text("l_out-0 3 5\n")
+    elif case == "unknown name":
+        np.save(d / "l_out_0.npy", x)
+    elif case == "per-layer op without layer":
+        np.save(d / "l_out.npy", x)
+    elif case == "unlisted raw file":
+        x.tofile(d / "l_out-0.f32")
+    elif case == "bad shapes line":
+        x.tofile(d / "l_out-0.f32")
+        (d / "shapes.txt").write_text("l_out-0 3 x4\n")
+    elif case == "listed, no file":
+        (d / "shapes.txt").write_text("l_out-0 3 4\n")
+    elif case == "integer tensor":
+        np.save(d / "l_out-0.npy", x.astype(np.int32))
+    elif case == "one tensor twice":
+        np.save(d / "l_out-0.npy", x)
+        np.save(d / "model.layers.0.npy", x)
+    elif case == "ambiguous HF name":
+        np.save(d / "model.layers.0.post_attention_layernorm.npy", x)
+    elif case == "not a npy":
+        (d / "l_out-0.npy").write_bytes(b"not numpy")
+    elif case == "empty":
+        pass
+    return d
+
+
+@pytest.mark.parametrize("case, message", [
+    ("wrong size", "48 bytes, but shape 3 x 5 in shapes.txt needs 60"),
+    ("unknown name", "unknown tensor name 'l_out_0'"),
+    ("per-layer op without layer", "unknown tensor name 'l_out'"),
+    ("unlisted raw file", "l_out-0.f32 not listed in shapes.txt"),
+    ("bad shapes line", "line 1: want 'NAME d0 d1 ...'"),
+    ("listed, no file", "needs exactly one file l_out-0.f32 or l_out-0.bin"),
+    ("integer tensor", "int32 values, not floating point"),
+    ("one tensor twice", "are the same tensor (l_out-0)"),
+    ("ambiguous HF name", "give the architecture"),
+    ("not a npy", "not a readable .npy file"),
+    ("empty", "no tensors"),
+])
+def test_bad_folders_are_one_clear_error(tmp_path, capsys, case, message):
+    d = _bad_folder(tmp_path, case)
+    rc, out = _layers(capsys, str(d), str(d))
+    assert rc == 2 and message in out, out
+
+
+def test_nan_policy_is_the_npz_one(oracle_npz, tmp_path, capsys):
+    """A NaN in a dumped tensor is a divergence at that tensor (layers, exit 1); NaN logits leave no
+    distribution to compare (parity, exit 2), as for a .npz."""
+    run = read_run(oracle_npz)
+    t = {k: v.copy() for k, v in run.tensors.items()}
+    t["attn_out-0"][2, 3] = np.nan
+    t["result_output"][0, 0] = np.nan
+    d = _write_raw_folder(tmp_path / "nan", t, run.tokens)
+    rc, out = _layers(capsys, str(oracle_npz), str(d))
+    assert rc == 1 and "first divergence at layer 0, attn_out-0" in out
+    assert cli(["parity", str(oracle_npz), str(d)]) == 2 and "NaN" in capsys.readouterr().err
+
+
+def test_name_map_is_consistent():
+    """Every HF-style name maps back to its llama.cpp name under its architecture; a name shared by
+    all architectures needs no architecture; `logitcheck names` prints the map."""
+    for arch in HF_NAMES:
+        for graph, hf in table(arch):
+            if hf is None:
+                continue
+            g, h = graph.replace("-N", "-7"), hf.replace(".N", ".7")
+            assert to_graph_name(h, arch) == g and to_graph_name(g, arch) == g
+    assert to_graph_name("model.layers.7") == "l_out-7" and to_graph_name("logits") == "result_output"
+    assert to_graph_name("model.layers.7.post_attention_layernorm", "llama") == "ffn_norm-7"
+    assert to_graph_name("model.layers.7.post_attention_layernorm", "gemma2") == "attn_post_norm-7"
+    assert to_graph_name("lm_head", "gemma2") is None  # before gemma2's final softcap: not result_output
+
+
+def test_names_command(capsys):
+    assert cli(["names", "--arch", "gemma2"]) == 0
+    out = capsys.readouterr().out
+    assert "ffn_norm-N" in out and "model.layers.N.pre_feedforward_layernorm" in out and "l_out-N" in out
+    assert cli(["names"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert all(a in head for a in HF_NAMES)
+    assert cli(["names", "--arch", "nope"]) == 2 and "no HF-style names" in capsys.readouterr().err
+
+
+WRITERS = {
+    "c": ("gcc", lambda exe: ["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2",
+                              str(EXAMPLES / "write_dumps.c"), "-o", str(exe)]),
+    "rust": ("rustc", lambda exe: ["rustc", "--edition", "2021", "-O", "-D", "warnings",
+                                   str(EXAMPLES / "write_dumps.rs"), "-o", str(exe)]),
+}
+
+
+def _expected() -> dict[str, np.ndarray]:
+    """What both writers compute, value(t, j) = ((t·31 + j·7 + salt) mod 97) / 97 − 0.5 in float32."""
+    def fill(cols: int, salt: int) -> np.ndarray:
+        t, j = np.meshgrid(np.arange(4), np.arange(cols), indexing="ij")
+        return ((t * 31 + j * 7 + salt) % 97).astype(np.float32) / np.float32(97) - np.float32(0.5)
+    names = ["embd", "l_out-0", "l_out-1", "result_norm"]
+    return {n: fill(8, i) for i, n in enumerate(names)} | {"result_output": fill(16, 4)}
+
+
+def _built(lang: str, tmp_path: Path) -> Path:
+    tool, cmd = WRITERS[lang]
+    if shutil.which(tool) is None:
+        pytest.skip(f"{tool} is not installed: the {lang} writer cannot be built here")
+    exe = tmp_path / f"write_dumps_{lang}"
+    build = subprocess.run(cmd(exe), capture_output=True, text=True, timeout=300)
+    assert build.returncode == 0, build.stderr[-3000:]
+    out = tmp_path / f"out_{lang}"
+    out.mkdir()
+    ran = subprocess.run([str(exe), str(out)], capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    return out
+
+
+@pytest.mark.parametrize("lang", list(WRITERS))
+def test_example_writer_output_is_read_by_layers_and_parity(lang, tmp_path, capsys):
+    out = _built(lang, tmp_path)
+    run = read_run(out, "llama")
+    want = _expected()
+    assert run.tensors.keys() == want.keys() and run.tokens.tolist() == [1, 5, 9, 13]
+    assert all(np.array_equal(run.tensors[k], want[k]) for k in want)  # bit for bit
+    ref = tmp_path / "ref.npz"
+    np.savez(ref, tokens=np.array([1, 5, 9, 13]), logits=want.pop("result_output"), **want)
+    rc, text = _layers(capsys, str(ref), str(out), "--arch", "llama")
+    assert rc == 0 and "no tensor beyond" in text
+    assert cli(["parity", str(ref), str(out), "--arch", "llama", "--max-kld", "0", "--min-top1", "1"]) == 0
+    off = tmp_path / "off.npz"
+    np.savez(off, tokens=np.array([1, 5, 9, 13]), logits=np.zeros((4, 16)),
+             **{k: (v * 2 if k == "l_out-1" else v) for k, v in want.items()})
+    rc, text = _layers(capsys, str(off), str(out), "--arch", "llama")
+    assert rc == 1 and "first divergence at layer 1, l_out-1" in text
+
+
+def test_the_writers_in_the_docs_are_the_compiled_ones():
+    """docs/parity.md shows each writer's dump function; it must be the code the test above runs."""
+    doc = (ROOT / "docs" / "parity.md").read_text()
+    for lang, source in (("c", "write_dumps.c"), ("rust", "write_dumps.rs")):
+        blocks = doc.split(f"```{lang}\n")[1:]
+        assert blocks, f"no {lang} block in docs/parity.md"
+        code = blocks[0].split("```")[0]
+        assert code.strip() and code in (EXAMPLES / source).read_text(), lang

@@ -1,0 +1,199 @@
+"""Drift or bug, in words: the verdict of a layer-by-layer comparison judged against an engine's
+error model (``error_model.envelope``), and how much each layer's norms amplify what reaches them.
+
+A correct engine computing in another order or precision leaves every tensor within the bound its
+error model gives it, however far the final logits drift: large RMSNorm weights multiply the error
+that reaches them, and the Monte Carlo envelope, run through the same weights, multiplies its
+bounds alike. A structural bug (an op missing, misplaced, transposed) enters at one tensor and is
+past that tensor's bound there. So the verdict is one of
+
+* "within the <engine> error model of this engine at every tensor" (with the tensor that came
+  closest, as a fraction of its bound), or
+* "structural: first tensor past its bound: <name>, ×N its bound".
+
+Per layer it states the norm weights (max |w|, rms(w)) and the gain the error model measures
+through each norm: the envelope's relative error of the norm's output over that of its input.
+A gain well above 1 is the model amplifying rounding, which the bounds already carry.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from fixtures import drift_model as drift_fixture, goldens
+from oracle.models import Model, load_model
+from oracle.models.layers import Row, compare, split_name
+from properties.models.error_model import Envelope, envelope
+
+# graph op of a norm's output -> (its weight below "blk.<i>.", the graph op of its input; "" for
+# the previous layer's residual stream)
+NORMS = {
+    "attn_norm": ("attn_norm.weight", ""),
+    "attn_post_norm": ("post_attention_norm.weight", "attn_out"),
+    "ffn_norm": ("ffn_norm.weight", "sa_out|ffn_inp"),
+    "ffn_post_norm": ("post_ffw_norm.weight", "ffn_out"),
+}
+FINAL_NORM = ("result_norm", "output_norm.weight")
+
+
+@dataclass(frozen=True)
+class NormGain:
+    tensor: str
+    """The norm's output under its graph name (``attn_norm-3``)."""
+    weight: str
+    max_abs: float
+    rms: float
+    gain: float | None
+    """Envelope relative error of the output / of the input (None: no envelope or no input)."""
+
+
+@dataclass(frozen=True)
+class LayerAmplification:
+    layer: int
+    """The block (-1 for the final norm)."""
+    norms: tuple[NormGain, ...]
+
+    @property
+    def max_abs(self) -> float:
+        return max(n.max_abs for n in self.norms)
+
+    @property
+    def rms(self) -> float:
+        return max(n.rms for n in self.norms)
+
+    @property
+    def gain(self) -> float | None:
+        g = [n.gain for n in self.norms if n.gain is not None]
+        return max(g) if g else None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    engine: str
+    first: str | None
+    """The first tensor in graph order past its bound (None: every tensor within)."""
+    ratio: float
+    """rel_err / bound at ``first``; when within, the largest over all tensors."""
+    closest: str
+    """Where that largest ratio was (``first`` when structural)."""
+    layers: tuple[LayerAmplification, ...] = ()
+
+    @property
+    def structural(self) -> bool:
+        return self.first is not None
+
+    def line(self) -> str:
+        if self.structural:
+            return f"structural: first tensor past its bound: {self.first}, ×{_num(self.ratio)} its bound"
+        return (f"within the {self.engine} error model of this engine at every tensor "
+                f"(closest: {self.closest} at ×{_num(self.ratio)} its bound)")
+
+    def lines(self) -> list[str]:
+        """The verdict, then one line per layer with norms: weights and the measured gain."""
+        out = [f"verdict: {self.line()}"]
+        for la in self.layers:
+            where = "final norm" if la.layer < 0 else f"layer {la.layer}"
+            gains = ", ".join(f"{split_name(n.tensor)[0]} ×{_num(n.gain)}" for n in la.norms if n.gain is not None)
+            out.append(f"{where}: norm weights max|w| {_num(la.max_abs)}, rms(w) {_num(la.rms)}"
+                       + (f"; error gain through the norm (error model): {gains}" if gains else ""))
+        return out
+
+
+def _num(x: float | None) -> str:
+    return "?" if x is None else (f"{x:.3g}" if math.isfinite(x) else str(x))
+
+
+def _ratio(r: Row) -> float:
+    if r.threshold > 0:
+        return r.rel_err / r.threshold if not math.isnan(r.rel_err) else math.inf
+    return 0.0 if r.rel_err == 0 else math.inf
+
+
+def _input_of(op: str, layer: int, n_layer: int, env: Mapping[str, float]) -> str | None:
+    """The graph name of the tensor a norm reads, where the pass names it."""
+    if op == "result_norm":
+        return f"l_out-{n_layer - 1}"
+    src = NORMS[op][1]
+    if src == "":
+        return f"l_out-{layer - 1}" if layer > 0 else next((n for n in ("inp_scaled", "embd") if n in env), None)
+    return next((f"{s}-{layer}" for s in src.split("|") if f"{s}-{layer}" in env), None)
+
+
+def amplification(norm_weights: Mapping[str, np.ndarray],
+                  envelope_tensors: Mapping[str, float] | None = None) -> tuple[LayerAmplification, ...]:
+    """Per layer, each norm's weights and (with the envelope's per-tensor relative errors) the
+    error gain through it. ``norm_weights``: GGUF name -> weight, e.g. ``blk.3.ffn_norm.weight``."""
+    env = envelope_tensors or {}
+    layers = sorted({int(m.group(1)) for n in norm_weights if (m := re.match(r"blk\.(\d+)\.", n))})
+    n_layer = layers[-1] + 1 if layers else 0
+    named = [(f"{op}-{i}", f"blk.{i}.{w}", op, i) for i in layers for op, (w, _) in NORMS.items()]
+    named.append((FINAL_NORM[0], FINAL_NORM[1], FINAL_NORM[0], -1))
+    per: dict[int, list[NormGain]] = {}
+    for tensor, weight, op, i in named:
+        if weight not in norm_weights:
+            continue
+        w = np.abs(np.asarray(norm_weights[weight], np.float64))
+        src = _input_of(op, i, n_layer, env)
+        gain = env[tensor] / env[src] if tensor in env and src in env and env[src] > 0 else None
+        per.setdefault(i, []).append(NormGain(tensor, weight, float(w.max()), float(np.sqrt((w * w).mean())), gain))
+    return tuple(LayerAmplification(i, tuple(per[i])) for i in sorted(per, key=lambda i: (i < 0, i)))
+
+
+def judge(rows: Sequence[Row], engine: str, norm_weights: Mapping[str, np.ndarray] | None = None,
+          envelope_tensors: Mapping[str, float] | None = None) -> Verdict:
+    """``rows``: ``oracle.models.layers.compare`` of the oracle's run (REF) and the engine's,
+    thresholds from ``engine``'s error model (``Envelope.tensor_bounds``)."""
+    if not rows:
+        raise ValueError("no tensor to judge")
+    layers = amplification(norm_weights, envelope_tensors) if norm_weights else ()
+    first = next((r for r in rows if r.exceeds), None)
+    if first is not None:
+        return Verdict(engine, first.name, _ratio(first), first.name, layers)
+    worst = max(rows, key=_ratio)
+    return Verdict(engine, None, _ratio(worst), worst.name, layers)
+
+
+# ---- the drift fixture: a correct engine's drift on a model with Gemma-sized norm weights ----
+
+@functools.lru_cache(maxsize=None)
+def drift_path() -> Path:
+    """fixtures/drift_model (seed 0), generated once into the fixtures cache."""
+    return drift_fixture.ensure(seed=goldens.SEED)
+
+
+@functools.lru_cache(maxsize=None)
+def drift_model() -> Model:
+    return load_model(drift_path())
+
+
+@functools.lru_cache(maxsize=None)
+def drift_envelope(engine: str) -> Envelope:
+    """``engine``'s error envelope on the drift model over the goldens' tokens (all at once)."""
+    return envelope(drift_model(), goldens.tokens(), engine)
+
+
+def judge_run(env: Envelope, engine: str, model: Model, tensors: Mapping[str, np.ndarray]) -> Verdict:
+    """A run's named tensors against the oracle's (``env.exact``) under ``engine``'s bounds."""
+    rows, _ = compare(env.exact.tensors, tensors, env.tensor_bounds())
+    return judge(rows, engine, model_norms(model), env.tensors)
+
+
+def model_norms(model: Model) -> dict[str, np.ndarray]:
+    """Every RMSNorm weight of ``model`` by its GGUF name."""
+    return {n: model.weight(n) for n in model.stored if n.endswith("norm.weight")}
+
+
+def report_row(v: Verdict, parity: Mapping[str, object]) -> dict[str, object]:
+    """One row of the report's drift-versus-bug tables: the final logits' agreement with the
+    oracle (``oracle.models.parity`` summary) next to the verdict."""
+    return {"final cosine (mean)": parity["cosine_mean"], "final cosine (min)": parity["cosine_min"],
+            "same top-1": parity["same_top1"], "top-5 overlap": parity["topk_overlap"]["5"],
+            "mean KLD": parity["mean_kld"], "cosine misleading": parity["cosine_misleading"],
+            "verdict": "structural" if v.structural else "within", "tensor": v.first or v.closest,
+            "x bound": v.ratio, "line": v.line()}
