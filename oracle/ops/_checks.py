@@ -8,13 +8,15 @@ import numpy as np
 
 
 def as64(x: Any, name: str, ndim: int | None = None) -> np.ndarray:
-    """``x`` widened to float64 (exact for float16, bfloat16 and float32 inputs)."""
+    """``x`` widened to float64 (exact for float16, bfloat16 and float32 inputs); a float64 input
+    is returned as it is, not copied (no op writes into its inputs, and a model's decoded
+    weights, read-only, are large: a copy per use doubled the forward pass's peak memory)."""
     a = np.asarray(x)
     if a.dtype.kind != "f" and a.dtype.name != "bfloat16":
         raise ValueError(f"{name} must be a floating-point array, got dtype {a.dtype}")
     if ndim is not None and a.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {a.shape}")
-    return a.astype(np.float64)
+    return a.astype(np.float64, copy=False)
 
 
 def as_int(x: Any, name: str, ndim: int | None = None) -> np.ndarray:

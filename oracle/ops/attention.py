@@ -108,7 +108,7 @@ class KVCache:
         return len(self._pos)
 
     def append(self, k: Any, v: Any, positions: Any) -> None:
-        k, v = as64(k, "k", 3), as64(v, "v", 3)
+        k, v = as64(k, "k", 3).copy(), as64(v, "v", 3).copy()  # kept: the caller's arrays stay the caller's
         pos = as_int(positions, "positions", 1)
         if k.shape[1:] != (self.n_kv_heads, self.head_dim) or v.shape != (k.shape[0], self.n_kv_heads, self.v_dim):
             raise ValueError(f"k {k.shape} / v {v.shape} do not match the cache's "

@@ -13,6 +13,7 @@ from properties import cdf_shape
 from properties.engines.chains_whole import ChainParams, violation
 from properties.engines.records import engines_impl
 from properties.plugin import covered
+from properties.failure import Failure
 from properties.samplers.strategies import cases
 
 _EXAMPLES = max(10, settings.default.max_examples // 2)
@@ -50,7 +51,8 @@ def test_llama_cpp_chain_follows_the_oracle_chain(impl, data):
     with covered():
         out = np.asarray(engines_impl(impl)("llama_cpp_chain", *_args(row, cp)))[0]
     why = violation(out, row.astype(np.float64), cp)
-    assert why is None, f"WHY  llama_cpp_chain: {why}\nCASE {cp}"
+    if why is not None:
+        raise Failure(why, property="llama_cpp_chain ≡ the oracle's chain", record="llama_cpp_chain", case=cp)
 
 
 @settings(max_examples=max(5, _EXAMPLES // 4))
@@ -65,10 +67,14 @@ def test_llama_cpp_chain_dist_draws_from_its_own_chain(impl, data):
         sub = engines_impl(impl)
         out = np.asarray(sub("llama_cpp_chain", *_args(row, cp)))[0].astype(np.float32)
         why = violation(out, row.astype(np.float64), cp)
-        assert why is None, f"WHY  llama_cpp_chain: {why}\nCASE {cp}"
+        if why is not None:
+            raise Failure(why, property="llama_cpp_chain ≡ the oracle's chain", record="llama_cpp_chain", case=cp)
         u = cdf_shape.uniforms(out.astype(np.float64))
         n = u.size
         ids = np.asarray(sub("llama_cpp_chain_dist", np.repeat(row[None, :], n, 0), np.repeat(cp.history[None, :], n, 0),
                              cp.last_n, cp.repeat, cp.freq, cp.present, cp.k, cp.p, cp.m, cp.t, u))
     res = cdf_shape.judge_any_layout(out.astype(np.float64), u, ids)  # token order, or llama.cpp's sorted one
-    assert res.passed, f"WHY  llama_cpp_chain_dist does not draw from its own chain's row: {res.describe()}\nCASE {cp}"
+    if not res.passed:
+        raise Failure(f"does not draw from its own chain's row: {res.describe()}",
+                      property="dist follows one CDF",
+                      record="llama_cpp_chain_dist", case=cp, category="distribution")

@@ -23,10 +23,13 @@ from oracle.engines import vllm as o_vllm
 from oracle.engines.settings import inverse_cdf, softmax
 from properties import recording
 from properties.engines.records import engines_impl
+from properties.failure import Failure
 from properties.plugin import covered
 from properties.stats import POWER_N, gof_samples, sample_size
 from properties.stratified import GRID_N, cdf_error, grid_counts, judge_counts
 from properties.samplers.strategies import make_logits
+
+LAW = "engine draws follow their law"
 
 CHUNK_ELEMENTS = 1_000_000
 ORACLE_N = 20_000
@@ -72,8 +75,10 @@ def test_exponential_race_samples_the_softmax(impl, family, vocab, seed, t):
     same = float(np.mean([inverse_cdf(probs, u) == i for u, i in zip(u0[:5000], ids[:5000])]))
     _record(f"vllm race:{family}/{vocab}/t{t}", N=res.n, p_value=res.p_value, tvd=round(res.tvd, 5),
             passed=res.passed, same_token_as_inverse_cdf=round(same, 4))
-    assert res.passed, f"WHY  the exponential race does not sample softmax: {res.describe()}\n" \
-                       f"CASE make_logits({family!r}, {vocab}, {seed}) / {t}, uniforms seed {seed}"
+    if not res.passed:
+        raise Failure(f"the exponential race does not sample softmax: {res.describe()}", property=LAW,
+                      record="vllm_sample", case=f"make_logits({family!r}, {vocab}, {seed}) / {t}, uniforms seed {seed}",
+                      category="distribution")
     assert same < 1.0, "the race chose the inverse-CDF token for every one of 5000 shared uniforms"
 
 
@@ -91,8 +96,10 @@ def test_candle_gumbel_samples_its_truncated_law(impl, family, vocab, seed, t):
             passed=res.passed, law_tvd_to_softmax=float(0.5 * np.abs(law - soft).sum()),
             gate_against_softmax=vs_softmax.describe(),
             unreachable_tokens=int(((law == 0) & (soft > 0)).sum()), same_token_as_inverse_cdf=round(same, 4))
-    assert res.passed, f"WHY  candle's Gumbel-max does not sample its truncated-Gumbel law: {res.describe()}\n" \
-                       f"CASE make_logits({family!r}, {vocab}, {seed}), T={t}, uniforms seed {seed}"
+    if not res.passed:
+        raise Failure(f"candle's Gumbel-max does not sample its truncated-Gumbel law: {res.describe()}",
+                      property=LAW, record="candle_sample", case=f"make_logits({family!r}, {vocab}, {seed}), T={t}, uniforms seed {seed}",
+                      category="distribution")
 
 
 @pytest.mark.parametrize("family, vocab, seed, t", ROWS[:2])
@@ -107,8 +114,10 @@ def test_oracle_rules_sample_the_softmax(family, vocab, seed, t):
         res = gof_samples(ids, soft)
         _record(f"oracle {rule}:{family}/{vocab}/t{t}", N=res.n, p_value=res.p_value, tvd=round(res.tvd, 5),
                 passed=res.passed)
-        assert res.passed, f"WHY  oracle {rule} does not sample softmax: {res.describe()}\n" \
-                           f"CASE make_logits({family!r}, {vocab}, {seed}) / {t}, uniforms seed {seed}"
+        if not res.passed:
+            raise Failure(f"oracle {rule} does not sample softmax: {res.describe()}", property=LAW, record="oracle",
+                          case=f"make_logits({family!r}, {vocab}, {seed}) / {t}, uniforms seed {seed}",
+                          category="distribution")
 
 
 @pytest.mark.parametrize("family, vocab, seed, t, k, p, m", WEIGHT_ROWS)
@@ -132,8 +141,10 @@ def test_weighted_index_follows_its_weights(impl, family, vocab, seed, t, k, p, 
     _record(f"mistral.rs WeightedIndex:{family}/{vocab}/t{t}", N=res.n, test="stratified grid",
             worst_token=res.worst_token, count=res.worst_count, expected=round(res.worst_expected, 2),
             allowed=round(res.allowed, 3), passed=res.passed)
-    assert res.passed, f"WHY  WeightedIndex does not follow its weights: {res.describe()}\n" \
-                       f"CASE make_logits({family!r}, {vocab}, {seed}), t={t}, k={k}, p={p}, min_p={m}"
+    if not res.passed:
+        raise Failure(f"WeightedIndex does not follow its weights: {res.describe()}", property=LAW,
+                      record="mistralrs_sample", case=f"make_logits({family!r}, {vocab}, {seed}), t={t}, k={k}, p={p}, min_p={m}",
+                      category="distribution")
 
 
 def test_candle_truncation_witness():

@@ -9,6 +9,7 @@ from hypothesis import given
 
 from properties.engines.records import engines_impl
 from properties.engines.seeds import FN, UNSEEDED, seed_cases, violation
+from properties.failure import Failure
 from properties.plugin import covered
 from properties.samplers.strategies import make_logits
 
@@ -17,7 +18,8 @@ from properties.samplers.strategies import make_logits
 def test_a_seeded_row_ignores_the_rest_of_its_batch(impl, case):
     with covered():
         why = violation(engines_impl(impl), case)
-    assert why is None, f"WHY  per-request seeds: {why}\nCASE {case}"
+    if why is not None:
+        raise Failure(why, property="per-request seeds", record=FN, case=case)
 
 
 def test_fresh_entropy_for_unseeded_rows_leaves_seeded_rows_alone(impl):

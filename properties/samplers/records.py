@@ -203,11 +203,9 @@ def _order_temps(exact: bool) -> st.SearchStrategy[float]:
     return st.sampled_from([0.25, 0.5, 2.0, 4.0]) if exact else floats32(0.1, 4.0)
 
 
-def _mass(name: str) -> OrderRole:
-    """top_p / min_p / typical in the order matrix: their p under the sampler's own name."""
-    return OrderRole(lambda exact: {name: floats32(*{"top_p": (0.05, 0.99), "min_p": (0.01, 0.9),
-                                                     "typical": (0.05, 0.99)}[name])},
-                     lambda p, v: {"p": p[name], "min_keep": 0})
+def _mass(name: str, lo: float, hi: float) -> OrderRole:
+    """top_p / min_p / typical in the order matrix: p in [lo, hi] under the sampler's own name."""
+    return OrderRole(lambda exact: {name: floats32(lo, hi)}, lambda p, v: {"p": p[name], "min_keep": 0})
 
 
 def _keep_p(*special: float) -> st.SearchStrategy[Params]:
@@ -299,7 +297,7 @@ RECORDS: list[SamplerRecord] = [
                   "k-term mass within the order-free bound of a sum of non-negative terms; ties at the "
                   "boundary interchangeable",
         corner=lambda v: {"p": 0.01, "min_keep": 0}, cut=c.mass_cut, boundary=lambda k, m: {"p": m / k},
-        chain=ChainRole(default=True, position=6), order=_mass("top_p"),
+        chain=ChainRole(default=True, position=6), order=_mass("top_p", 0.05, 0.99),
         llama=LlamaRole("top-p", lambda v: _keep_p(0.0, 0.5, 0.95, 1.0), lambda p, v: peer.top_p(p["p"], p["min_keep"]),
                         _top_p, families=SORTABLE, sorts=True, backend=True, backend_chain="prefix",
                         backend_params=lambda v: _dict(p=st.sampled_from([0.0, 0.25, 0.5, 0.9, 0.95, 1.0, 1.5]),
@@ -317,7 +315,7 @@ RECORDS: list[SamplerRecord] = [
         allowance="tokens within u·max(|max + ln p| + 2|ln p| + 1, |ln p| + 8) of the threshold max + ln p "
                   "(logf and one addition; or the probability form p_i >= p·p_max); exact at p = 1 on logits",
         corner=lambda v: {"p": 0.99, "min_keep": 0}, cut=c.min_p_cut, boundary=lambda k, m: {"p": 1.0},
-        chain=ChainRole(default=True, position=7), order=_mass("min_p"),
+        chain=ChainRole(default=True, position=7), order=_mass("min_p", 0.01, 0.9),
         llama=LlamaRole("min-p", lambda v: _keep_p(0.0, 0.05, 0.5, 1.0, 1.05), lambda p, v: peer.min_p(p["p"], p["min_keep"]),
                         _min_p, families=SORTABLE, sorts=True, backend=True, backend_chain="prefix",
                         backend_params=lambda v: _dict(p=st.sampled_from([-0.5, 0.0, 0.05, 0.1, 0.5, 1.0, 1.05]),
@@ -336,7 +334,7 @@ RECORDS: list[SamplerRecord] = [
                   "error (ρ + 2u|ln p|) plus H's (θ·Σp|ln p + 1| + the entropy sum's bound) are "
                   "interchangeable, and so are tokens whose fp32 probability is below the normal range",
         corner=lambda v: {"p": 0.01, "min_keep": 0}, cut=c.mass_cut, boundary=lambda k, m: {"p": m / k},
-        chain=ChainRole(position=5), order=_mass("typical"),
+        chain=ChainRole(position=5), order=_mass("typical", 0.05, 0.99),
         llama=LlamaRole("typical", lambda v: _keep_p(0.0, 0.5, 0.95, 1.0), lambda p, v: peer.typical(p["p"], p["min_keep"]),
                         _typical, families=NO_UNDERFLOW, sorts=True, backend_chain="suffix",
                         backend_params=lambda v: _dict(p=st.sampled_from([0.0, 0.5, 0.9, 1.0]), min_keep=_KEEP),
