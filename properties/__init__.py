@@ -7,5 +7,3 @@ self-tests; and, here at the top, what every room shares: the pytest ``plugin``,
 a run measured, for the report), ``stats`` (the χ² gate) and ``numerics`` (u per dtype and the
 error-model building blocks).
 """
-
-from properties.failure import Failure as PropertyFailure  # noqa: E402,F401  (the name older checks raise)

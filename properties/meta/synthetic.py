@@ -40,7 +40,7 @@ def failed_test(nodeid: str, record: str, worst_u: float, bound_u: float) -> dic
     why = f"worst error {worst_u:.3g} u at index 12 (model allows {bound_u:.3g} u)"
     rerun = f"python -m pytest '{nodeid}' --hypothesis-profile=nightly --hypothesis-seed=3"
     return {"nodeid": nodeid, "outcome": "failed", "duration": 3.2,
-            "reason": f"{nodeid.split('::')[0]}:17: PropertyFailure: WHY  impl≡oracle probabilities[{record}] "
+            "reason": f"{nodeid.split('::')[0]}:17: Failure: WHY  impl≡oracle probabilities[{record}] "
                       f"row 0: {why}\n\nTraceback ...\nCASE {case}",
             "failure": {"property": f"impl≡oracle probabilities[{record}] row 0", "record": record,
                         "dtype": "float16", "why": why, "case": case, "category": "error bound",

@@ -29,7 +29,7 @@ if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
 
 from properties.backends import Impl  # noqa: E402
 from properties.samplers.records import RECORDS, RECORDS_BY_NAME  # noqa: E402
-from properties import PropertyFailure  # noqa: E402
+from properties.failure import Failure  # noqa: E402
 from properties.samplers.checks import check_matches_oracle, check_softmax_invariants  # noqa: E402
 from properties.peers.llama_cpp import backend_bad_rows, backend_sampling as bs  # noqa: E402
 from properties.peers.llama_cpp.backend_chains import ChainCase, chain_cases, judge_chain  # noqa: E402
@@ -176,7 +176,7 @@ def test_judge_rejects_a_backend_that_drops_the_best_token(monkeypatch, record_n
     case = Case("zipf", 64, "float32", (7,), params)
     real = bs.run
     monkeypatch.setattr(bs, "run", lambda *a, **k: _drop_best(real(*a, **k)))
-    with pytest.raises(PropertyFailure):
+    with pytest.raises(Failure):
         explain(lambda r, c: check_matches_oracle(IMPL, r, c), RECORDS_BY_NAME[record_name], case)
 
 
@@ -186,7 +186,7 @@ def test_judge_rejects_a_chain_whose_backend_drops_the_best_token(monkeypatch):
     assert judge_chain(cc)[1] == []  # as it is: llama.cpp agrees, no class needed
     real = bs.run
     monkeypatch.setattr(bs, "run", lambda *a, **k: _drop_best(real(*a, **k)))
-    with pytest.raises(PropertyFailure):
+    with pytest.raises(Failure):
         judge_chain(cc)
 
 
@@ -208,7 +208,7 @@ def test_temp_ext_on_a_near_one_hot_row_is_inside_the_derived_bound():
     zipf = _temp_ext_case(make_logits("zipf", 64, 7)[None, :])
     explain(lambda r, c: check_matches_oracle(IMPL, r, c), record, zipf)
     off = np.asarray(bs.temp_ext(zipf.logits, [2.0], [1.0], [0.5])) / (1 + 1e-5)
-    with pytest.raises(PropertyFailure):
+    with pytest.raises(Failure):
         check_matches_oracle(lambda fn, *a: off, record, zipf)
 
 

@@ -45,3 +45,15 @@ def test_report_and_reproducers_are_made_from_the_ledger():
     assert all(f"### `{f.id}`" in text for f in FINDINGS)
     scripts = {f.id for f in FINDINGS if reproducers.script(f.id)}
     assert scripts == {f.id for f in FINDINGS if f.kind == BEHAVIOUR and f.call is not None}
+
+
+def test_the_findings_page_is_the_ledger():
+    """docs/llama-cpp-findings.md is ``logitcheck findings --markdown``'s output: a finding added,
+    changed or retired in the ledger without regenerating the page fails here."""
+    from pathlib import Path
+
+    from reports.findings import markdown
+
+    page = Path(__file__).resolve().parents[2] / "docs" / "llama-cpp-findings.md"
+    assert page.read_text() == markdown(FINDINGS) + "\n", \
+        "docs/llama-cpp-findings.md is stale: logitcheck findings --markdown > docs/llama-cpp-findings.md"

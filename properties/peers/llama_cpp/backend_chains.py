@@ -3,7 +3,7 @@
 A ``ChainCase`` is a grid-snapped float32 row (every transform is then exact in float32), a
 penalties history, and a chain of (factory name, parameters) members that both
 ``oracle.samplers`` and ``properties.peers.llama_cpp.adapter`` build. ``check_backend_chain`` judges one
-case against four references and raises ``PropertyFailure`` naming the first that breaks:
+case against four references and raises ``Failure`` naming the first that breaks:
 
 1. truncation ≡ masking: the backend prefix's masked row describes the distribution of the
    truncating oracle prefix (support exactly, unless a filter boundary was ambiguous);
@@ -27,7 +27,7 @@ from oracle.candidates import TokenDataArray
 from oracle.rng import Mt19937
 from properties.samplers.records import RECORDS, RECORDS_BY_NAME
 from properties.samplers.chains import compare
-from properties import PropertyFailure
+from properties.failure import Failure
 from properties.numerics import mass_allowance
 from properties.peers.llama_cpp import adapter as peer, backend_sampling as bs
 from properties.peers.llama_cpp.backend_explain import (LastMaxMask, NaNEntropyDomain, StrictMinP, TruncateToMax,
@@ -191,7 +191,7 @@ class ChainReport:
 
 def check_backend_chain(cc: ChainCase, subs: frozenset = frozenset()) -> ChainReport:
     def fail(what: str, why: str) -> None:
-        raise PropertyFailure(f"WHY  backend chain [{what}]: {why}\nCASE {cc!r}")
+        raise Failure(why, property=f"backend chain [{what}]", record="backend chain", case=cc)
 
     steps, vocab = cc.peer_steps(), cc.vocab
     rep = ChainReport()
@@ -253,12 +253,12 @@ def judge_chain(cc: ChainCase) -> tuple[ChainReport, list[str]]:
         return check_backend_chain(cc), []
     except bs.BackendAbort as exc:
         return ChainReport(abort=exc.args[0]), [exc.args[0]]
-    except PropertyFailure as exc:
+    except Failure as exc:
         first = exc
     full = frozenset(SUBSTITUTIONS)
     try:
         check_backend_chain(cc, full)
-    except PropertyFailure:
+    except Failure:
         raise first
     needed = set(full)
     for sub in SUBSTITUTIONS:
@@ -268,7 +268,7 @@ def judge_chain(cc: ChainCase) -> tuple[ChainReport, list[str]]:
         try:
             check_backend_chain(cc, trial)
             needed = set(trial)
-        except PropertyFailure:
+        except Failure:
             pass
     return check_backend_chain(cc, frozenset(needed)), sorted(needed)
 

@@ -22,7 +22,7 @@ import numpy as np
 from oracle.candidates import TokenDataArray
 from oracle.samplers.base import Sampler
 from properties.samplers.record import SamplerRecord
-from properties import PropertyFailure
+from properties.failure import Failure
 from properties.peers.llama_cpp.backend_sampling import BackendAbort
 from properties.peers.llama_cpp.findings import LEDGER, LEGAL_TIE
 from properties.samplers.strategies import Case
@@ -179,7 +179,7 @@ class Judged:
 def _passes(body, record: SamplerRecord, case: Case) -> bool:
     try:
         body(record, case)
-    except (PropertyFailure, BackendAbort):
+    except (Failure, BackendAbort):
         return False
     return True
 
@@ -192,7 +192,7 @@ def explain(body: Callable[[SamplerRecord, Case], object], record: SamplerRecord
         return Judged([])
     except BackendAbort as exc:
         return Judged([exc.args[0]])
-    except PropertyFailure as exc:
+    except Failure as exc:
         first = exc
     usable = [e for e in EXPLANATIONS if record.name in e.records]
 
