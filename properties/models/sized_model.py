@@ -16,6 +16,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from fixtures import gguf_gen
+
 QK, Q4K_BYTES = 256, 144
 SD_UNIT = 260.0
 """About sd(sc·q - 7.5·m) for uniform 6-bit sc, m and 4-bit q: d = std / SD_UNIT."""
@@ -71,13 +73,7 @@ def write(path: os.PathLike[str] | str, shape: Shape, seed: int = 0, std: float 
     w.add_name("logitcheck-sized-llama-Q4_K")
     w.add_file_type(15)
     w.add_quantization_version(gguf.GGML_QUANT_VERSION)
-    w.add_context_length(4096)
-    w.add_embedding_length(shape.hidden)
-    w.add_block_count(shape.n_layer)
-    w.add_feed_forward_length(shape.n_ff)
-    w.add_head_count(shape.n_head)
-    w.add_head_count_kv(shape.n_kv)
-    w.add_layer_norm_rms_eps(1e-5)
+    gguf_gen.add_geometry(w, shape.hidden, shape.n_layer, shape.n_ff, shape.n_head, shape.n_kv, n_ctx=4096, eps=1e-5)
     w.add_rope_dimension_count(shape.hidden // shape.n_head)
     w.add_rope_freq_base(10000.0)
     w.add_vocab_size(shape.n_vocab)

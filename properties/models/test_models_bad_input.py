@@ -68,13 +68,7 @@ def test_missing_tensor_is_named(tmp_path):
     del weights["blk.1.ffn_down.weight"]
 
     def fill(w: gguf.GGUFWriter) -> None:
-        w.add_context_length(64)
-        w.add_embedding_length(gguf_gen.HIDDEN)
-        w.add_block_count(2)
-        w.add_feed_forward_length(gguf_gen.N_FF)
-        w.add_head_count(gguf_gen.N_HEAD)
-        w.add_head_count_kv(gguf_gen.N_KV)
-        w.add_layer_norm_rms_eps(1e-6)
+        gguf_gen.add_geometry(w, gguf_gen.HIDDEN, 2, gguf_gen.N_FF, gguf_gen.N_HEAD, gguf_gen.N_KV, n_ctx=64)
         for name, v in weights.items():
             w.add_tensor(name, v)
     path = gguf_gen._write(tmp_path / "holey.gguf", "llama", fill)
