@@ -6,14 +6,12 @@ runs (in this process, profile ci) the speculative room's tests, the speculative
 mutant hunts and, with ``--peers``, the real logprob peers (llama.cpp's post-sampling
 probabilities, transformers' ``compute_transition_scores``; skipped where they do not run), then
 prints the tables those tests recorded: the exactness grid (the first token's q-weighted counts
-against N·p, the allowance, the worst ratio), each mutant's kill (property, examples to kill)
-and what the peers returned. The speculative mutants are hunted once more with the corners
-(the examples every run visits first) left out, so the examples to kill from drawn cases alone
-are shown too. Nothing is measured here that a test does not judge.
+against N·p, the allowance, the worst ratio), each mutant's kill (property, examples to kill;
+the speculative ones with the corner cases and from drawn cases alone) and what the peers
+returned. Nothing is measured here that a test does not judge.
 """
 from __future__ import annotations
 
-import dataclasses
 import sys
 
 import pytest
@@ -21,8 +19,8 @@ import pytest
 TESTS = ("properties/speculative/test_speculative.py", "properties/zoo/test_speculative_mutants.py",
          "properties/zoo/test_logprobs_mutants.py")
 PEERS = ("properties/peers/test_logprobs_peer.py", "properties/peers/test_logprobs_transformers.py")
-TABLES = ("speculative_exactness", "calibration_speculative", "calibration_logprobs",
-          "llama_cpp_post_sampling_logprobs", "transformers_logprobs")
+TABLES = ("speculative_exactness", "calibration_speculative", "calibration_speculative_drawn",
+          "calibration_logprobs", "llama_cpp_post_sampling_logprobs", "transformers_logprobs")
 
 
 def _print(name: str, table) -> None:
@@ -40,17 +38,7 @@ def main(argv: list[str]) -> int:
     for name in TABLES:
         if name in recording.TABLES:
             _print(name, recording.TABLES[name])
-    _print("speculative mutants, drawn cases only (no corners)", _hunt_without_corners())
     return int(rc)
-
-
-def _hunt_without_corners() -> list[dict]:
-    from properties.zoo.near_threshold.speculative_bugs import DOMAIN
-    from properties.zoo.runner import default_budget, hunt, kill_record
-
-    bare = dataclasses.replace(DOMAIN, properties=lambda: [dataclasses.replace(p, corners=lambda point: ())
-                                                           for p in DOMAIN.properties()])
-    return [kill_record(m, hunt(m, bare, default_budget())) for m in bare.mutants]
 
 
 if __name__ == "__main__":

@@ -84,8 +84,9 @@ def legal_targets(p: np.ndarray, top_k: int, top_p: float, limit: int = 16) -> l
 
 def eps_p(pf_row: np.ndarray, vocab: int, top_k: int, top_p: float) -> float:
     """Relative error of the fp32 filtered probabilities: per active filter a renormalisation
-    (a division and its rounding, 2u, and the n-term normaliser, γ_n over the kept tokens; 0 with
-    both filters off: p is used as given)."""
+    (the division and the rounded normaliser, 2u, and the normaliser's sum, γ over the tokens it
+    adds: top-k's k, top-p's kept n), summed to first order; 0 with both filters off (p is used
+    as given)."""
     n = int(np.count_nonzero(pf_row))
     e = 0.0
     if 0 < top_k < vocab:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gpu_impl import speculative as gs
 from properties.speculative import PROPERTIES
 from properties.zoo.near_threshold import NearMutant
 from properties.zoo.runner import Domain, Mutant, replaced, swapped
@@ -30,16 +31,45 @@ from properties.zoo.runner import Domain, Mutant, replaced, swapped
 TILE = 1024
 
 
+def _settings(p: np.ndarray, top_k: Any, top_p: Any) -> tuple[np.ndarray, np.ndarray]:
+    B = p.shape[0]
+    return (np.broadcast_to(np.asarray(top_k, dtype=np.int64), (B,)),
+            np.broadcast_to(np.asarray(top_p, dtype=np.float32), (B,)))
+
+
+def _per_row(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], p: np.ndarray, k: np.ndarray,
+             tp: np.ndarray) -> np.ndarray:
+    """``fn(p, k, top_p)`` on the batch, once when the batch repeats one row with one setting."""
+    if p.shape[0] > 1 and p.strides[0] == 0 and (k == k[0]).all() and (tp == tp[0]).all():
+        return np.broadcast_to(fn(p[:1], k[:1], tp[:1]), p.shape)
+    return fn(p, k, tp)
+
+
+def _top_k_by_value(p: np.ndarray, k: np.ndarray, tp: np.ndarray) -> np.ndarray:
+    V = p.shape[2]
+    active = (k > 0) & (k < V)
+    kk = np.clip(k, 1, V - 1)[:, None, None]
+    kth = np.take_along_axis(-np.sort(-p, axis=2), kk - 1, axis=2)
+    kept = np.where(p >= kth, p, np.float32(0))  # the bug: ties at the cut are kept
+    kept = kept / kept.sum(axis=2, keepdims=True, dtype=np.float32)
+    return np.where(active[:, None, None], kept, p)
+
+
+def _top_p_by_value(p: np.ndarray, k: np.ndarray, tp: np.ndarray) -> np.ndarray:
+    out = gs._top_k(np, p, k)
+    srt = -np.sort(-out, axis=2)
+    run = np.cumsum(srt, axis=2, dtype=np.float32)
+    n = 1 + (run[:, :, :-1] < tp[:, None, None] * run[:, :, -1:]).sum(axis=2, keepdims=True)
+    kept = np.where(out >= np.take_along_axis(srt, n - 1, axis=2), out, np.float32(0))  # the bug: ties at the cut are kept
+    kept = kept / kept.sum(axis=2, keepdims=True, dtype=np.float32)
+    return np.where((tp < 1)[:, None, None], kept, out)
+
+
 def speculative_boundary_ties_accepted(base: ModuleType) -> Callable[..., Any]:
     def rejection_sample(target_probs, draft_probs, draft_tokens, accept_u, residual_u, top_k=0, top_p=1.0):
         p = np.asarray(target_probs, dtype=np.float32)
-        B, _, V = p.shape
-        k = np.broadcast_to(np.asarray(top_k, dtype=np.int64), (B,))
-        out = p.copy()
-        for b in np.flatnonzero((k > 0) & (k < V)):
-            kth = -np.partition(-p[b], k[b] - 1, axis=1)[:, k[b] - 1:k[b]]
-            kept = np.where(p[b] >= kth, p[b], np.float32(0))  # the bug: ties at the cut are kept
-            out[b] = kept / kept.sum(axis=1, keepdims=True, dtype=np.float32)
+        k, tp = _settings(p, top_k, top_p)
+        out = _per_row(_top_k_by_value, p, k, tp)
         return base.rejection_sample(out, draft_probs, draft_tokens, accept_u, residual_u, 0, top_p)
     return rejection_sample
 
@@ -47,20 +77,17 @@ def speculative_boundary_ties_accepted(base: ModuleType) -> Callable[..., Any]:
 def speculative_top_p_boundary_ties(base: ModuleType) -> Callable[..., Any]:
     def rejection_sample(target_probs, draft_probs, draft_tokens, accept_u, residual_u, top_k=0, top_p=1.0):
         p = np.asarray(target_probs, dtype=np.float32)
-        B, K1, V = p.shape
-        k = np.broadcast_to(np.asarray(top_k, dtype=np.int64), (B,))
-        tp = np.broadcast_to(np.asarray(top_p, dtype=np.float32), (B,))
-        out = p.copy()
-        for b in np.flatnonzero((k > 0) & (k < V)):
-            out[b] = np.stack([_kept(row, int(k[b])) for row in p[b]])
-        srt = -np.sort(-out, axis=2)
-        run = np.cumsum(srt, axis=2, dtype=np.float32)
-        n = 1 + (run[:, :, :-1] < tp[:, None, None] * run[:, :, -1:]).sum(axis=2, keepdims=True)
-        kept = np.where(out >= np.take_along_axis(srt, n - 1, axis=2), out, np.float32(0))  # the bug: ties at the cut are kept
-        kept /= kept.sum(axis=2, keepdims=True, dtype=np.float32)
-        out = np.where((tp < 1)[:, None, None], kept, out)
+        k, tp = _settings(p, top_k, top_p)
+        out = _per_row(_top_p_by_value, p, k, tp)
         return base.rejection_sample(out, draft_probs, draft_tokens, accept_u, residual_u, 0, 1.0)
     return rejection_sample
+
+
+def _tile_draw(w: np.ndarray, r: np.ndarray, full: int) -> np.ndarray:
+    """The bug: the normaliser and the CDF walk only the first ``full`` tokens (whole tiles)."""
+    run = np.cumsum(w[:full], dtype=np.float64)
+    hit = np.searchsorted(run, run[-1] * r, side="right")  # the first running sum above r·S
+    return np.where(hit < full, hit, full - 1)
 
 
 def speculative_tile_edge(base: ModuleType) -> Callable[..., Any]:
@@ -72,34 +99,22 @@ def speculative_tile_edge(base: ModuleType) -> Callable[..., Any]:
         full = (V // TILE) * TILE
         if full in (0, V):
             return tokens, n
-        k = np.broadcast_to(np.asarray(top_k, dtype=np.int64), (B,))
-        tp = np.broadcast_to(np.asarray(top_p, dtype=np.float32), (B,))
+        k, tp = _settings(p, top_k, top_p)
+        f = _per_row(lambda x, kk, tt: gs._filter(np, x, kk, tt), p, k, tp)  # the target's filters, done right
+        r = np.asarray(residual_u, dtype=np.float64)
         tokens = tokens.copy()
-        for b in range(B):
-            s = int(n[b]) - 1
-            ps = p[b, s] if not (0 < k[b] < V) else _kept(p[b, s], int(k[b]))
-            ps = ps if tp[b] >= 1 else _kept(ps, _top_p_count(ps, float(tp[b])))
-            w = ps if s == K1 - 1 else np.maximum(ps - q[b, s], np.float32(0))
-            if w.sum() == 0:
-                w = ps
-            w = w[:full]  # the bug: the last partial tile is not in the normaliser or the scan
-            run = np.cumsum(w, dtype=np.float64)
-            hit = np.flatnonzero((run > run[-1] * float(np.asarray(residual_u)[b, s])) & (w > 0))
-            tokens[b, s] = hit[0] if hit.size else full - 1
+        stop = np.asarray(n) - 1
+        shared = f.strides[0] == 0 and q.strides[0] == 0  # every row has the same target and draft
+        for s in np.unique(stop):
+            rows = np.flatnonzero(stop == s)
+            for b in (rows[:1] if shared else rows):
+                ps = f[b, s]
+                w = ps if s == K1 - 1 else np.maximum(ps - q[b, s], np.float32(0))
+                w = w if w.sum() > 0 else ps
+                at = rows if shared else np.array([b])
+                tokens[at, s] = _tile_draw(w, r[at, s], full)
         return tokens, n
     return rejection_sample
-
-
-def _top_p_count(row: np.ndarray, top_p: float) -> int:
-    run = np.cumsum(-np.sort(-row), dtype=np.float32)
-    return 1 + int((run[:-1] < np.float32(top_p) * run[-1]).sum())
-
-
-def _kept(row: np.ndarray, k: int) -> np.ndarray:
-    order = np.lexsort((np.arange(row.size), -row))
-    out = np.zeros_like(row)
-    out[order[:k]] = row[order[:k]]
-    return out / out.sum(dtype=np.float32)
 
 
 S = "speculative"
