@@ -1,7 +1,7 @@
 """The suite's areas (samplers, ops, quants, ...) and the verdict of each: the page's first screen.
 
-A test belongs to the area of its sub-package (``properties/ops/...``); tests still in the flat
-layout are placed by file name. An area no test ran in is shown as "not run", never left out.
+A test belongs to the area of its sub-package (``properties/ops/...``, and at any depth below it:
+``properties/peers/llama_cpp/...`` is "peers"); tests still in the flat layout are placed by file name. An area no test ran in is shown as "not run", never left out.
 """
 from __future__ import annotations
 
@@ -22,12 +22,12 @@ class Area:
 
 
 AREAS = (
-    Area("samplers", "Samplers", ("samplers",), r"^test_(impl_vs_oracle|invariants|masking|order_matrix|split_chain|"
+    Area("samplers", "Samplers", ("samplers", "speculative"), r"^test_(speculative|impl_vs_oracle|invariants|masking|"
+         r"order_matrix|split_chain|"
          r"distribution|determinism|bad_input|row_contract|boundary_conventions|llama_cases)\b"),
     Area("ops", "Ops", ("ops",), r"^test_(ops(?!_zoo)|attention|metrics)"),
     Area("quants", "Quant formats", ("quants",), r"^test_(quants(?!_zoo|_peer)|fixtures)"),
     Area("engines", "Engines", ("engines",), r"^test_engine"),
-    Area("speculative", "Speculative sampling", ("speculative",), r"^test_speculative\b"),
     Area("protocol", "Harness protocol", ("protocol",), r"^test_(protocol|reference_harnesses)\b"),
     Area("peers", "Peers", ("peers",), r"^test_(peer_|quants_peer)"),
     Area("parity", "Parity", ("models", "parity"), r"^test_(parity|forward|model|layers)"),
@@ -38,7 +38,7 @@ AREAS = (
 OTHER = Area("other", "Other", (), r"$^")
 BY_KEY = {a.key: a for a in (*AREAS, OTHER)}
 _PARAMS = re.compile(r"\[(.*)\]$")
-_FILE = re.compile(r"(?:^|/)properties/(?:(?P<pkg>\w+)/)?(?P<file>test_\w+)\.py::")
+_FILE = re.compile(r"(?:^|/)properties/(?:(?P<pkg>\w+)/(?:\w+/)*)?(?P<file>test_\w+)\.py::")
 
 
 def area_of(nodeid: str) -> str:

@@ -35,10 +35,17 @@ TITLES = {  # titles and one-line explanations for tables drawn generically
     "speculative_exactness": ("Speculative sampling: the first token's law on the grid",
                               "Weighted counts of each checked token over the grid of acceptance and residual "
                               "uniforms, against N·p and the allowed deviation."),
-    "calibration_speculative": ("Speculative sampling mutants: kills", ""),
+    "calibration_speculative": ("Speculative sampling mutants: kills", "Each mutant hunted with the pinned corners "
+                                "first, then its witness replayed."),
+    "calibration_speculative_drawn": ("Speculative sampling mutants: kills from drawn cases only",
+                                      "The same mutants hunted without the corners: what the strategies find alone."),
     "calibration_logprobs": ("Logprob mutants: kills", ""),
     "llama_cpp_post_sampling_logprobs": ("llama.cpp post-sampling probabilities vs the oracle's llama.cpp-server "
                                          "logprobs", ""),
+    "transformers_logprobs": ("transformers' generate scores vs the oracle's logprobs",
+                              "A tiny random Llama sampled by generate() under each warper setting: raw and "
+                              "processed logprobs and the oracle's transformers variant, worst error in u against "
+                              "the log-softmax model's allowance."),
     "batch_invariance": ("Batch invariance per op",
                          "Whether each op's rows came out bitwise equal for every batch size and row order drawn "
                          "(observed), whether the implementation claims it, and whether the run's contract "
@@ -71,18 +78,18 @@ def _sampler_tables(ctx: Context) -> str:
     return "".join(titled(n, ctx.tables[n]) for n in tables_matching(ctx, "sampler-tables"))
 
 
-@section("speculative", "Speculative sampling", area="speculative", order=20,
-         tables=("speculative_exactness", "calibration_speculative"))
+SPECULATIVE = ("speculative_exactness", "calibration_speculative", "calibration_speculative_drawn")
+LOGPROBS = ("calibration_logprobs", "llama_cpp_post_sampling_logprobs", "transformers_logprobs")
+
+
+@section("speculative", "Speculative sampling", area="samplers", order=40, tables=SPECULATIVE)
 def _speculative(ctx: Context) -> str:
-    return "".join(titled(n, ctx.tables[n]) for n in ("speculative_exactness", "calibration_speculative")
-                   if n in ctx.tables)
+    return "".join(titled(n, ctx.tables[n]) for n in SPECULATIVE if n in ctx.tables)
 
 
-@section("logprobs", "Logprobs", area="engines", order=40,
-         tables=("calibration_logprobs", "llama_cpp_post_sampling_logprobs"))
+@section("logprobs", "Logprobs", area="samplers", order=50, tables=LOGPROBS)
 def _logprobs(ctx: Context) -> str:
-    return "".join(titled(n, ctx.tables[n]) for n in ("calibration_logprobs", "llama_cpp_post_sampling_logprobs")
-                   if n in ctx.tables)
+    return "".join(titled(n, ctx.tables[n]) for n in LOGPROBS if n in ctx.tables)
 
 
 @section("batch-invariance", "Batch invariance", area="ops", tables=("batch_invariance",), order=40)

@@ -14,8 +14,12 @@ A run is one of:
   ``tokens.npy`` (integers) or ``tokens.txt`` (integers separated by spaces, commas or newlines).
 
 Every tensor is returned as ``[first axis, everything else]`` (a vector as one row), the layout
-the comparison reads: the first axis is the token. Values are read as they are, NaN included:
-what a non-finite value means is the comparison's business.
+the comparison reads: the first axis is the token. One exception, where the architecture is known:
+an AltUp tensor holding every stream (``names.STREAM_OPS``: gemma3n's ``l_out-N`` =
+``model.layers.N``) given with three or more axes is stream-major, ``[streams, tokens, hidden]`` or
+transformers' ``[streams, 1, tokens, hidden]``, and is turned token-major (two axes: already
+``[tokens, streams·hidden]``, as ``logitcheck forward`` writes it). Values are read as they are,
+NaN included: what a non-finite value means is the comparison's business.
 """
 from __future__ import annotations
 
@@ -25,7 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from oracle.models.names import normalise
+from oracle.models.architectures import ARCHS
+from oracle.models.names import STREAM_OPS, normalise
+from oracle.models.layers import split_name
 
 SHAPES = "shapes.txt"
 RAW_SUFFIXES = (".f32", ".bin")
@@ -53,6 +59,22 @@ def _rows(a: np.ndarray, what: str) -> np.ndarray:
     return a.reshape(1, -1) if a.ndim == 1 else a.reshape(a.shape[0], -1)
 
 
+def _token_major(tensors: dict[str, np.ndarray], arch: str | None, where: object) -> dict[str, np.ndarray]:
+    """``tensors`` (llama.cpp names) as ``[tokens, features]``; stream-major AltUp tensors transposed."""
+    streams = ARCHS[arch].altup_streams if arch in ARCHS else 0
+    out = {}
+    for name, a in tensors.items():
+        a = np.asarray(a)
+        if streams and a.ndim >= 3 and split_name(name)[0] in STREAM_OPS:
+            if a.shape[0] != streams or (a.ndim == 4 and a.shape[1] != 1) or a.ndim > 4:
+                raise ValueError(f"{where}[{name}]: shape {a.shape}: an AltUp tensor with {a.ndim} axes must be "
+                                 f"stream-major, [{streams}, tokens, hidden] or [{streams}, 1, tokens, hidden] "
+                                 f"(or token-major with two axes, [tokens, {streams}·hidden])")
+            a = np.moveaxis(a.reshape(streams, a.shape[-2], a.shape[-1]), 0, 1)
+        out[name] = _rows(a, f"{where}[{name}]")
+    return out
+
+
 def _tokens_of(a: np.ndarray, what: str) -> np.ndarray:
     if a.dtype.kind not in "iu" or a.ndim != 1:
         raise ValueError(f"{what}: token ids must be a 1-D integer array, got {a.dtype} {a.shape}")
@@ -61,11 +83,11 @@ def _tokens_of(a: np.ndarray, what: str) -> np.ndarray:
 
 def _npz(path: Path, arch: str | None) -> Run:
     with np.load(path, allow_pickle=False) as z:
-        floats = {k: _rows(z[k], f"{path}[{k}]") for k in z.files if z[k].dtype.kind == "f"}
+        floats = {k: z[k] for k in z.files if z[k].dtype.kind == "f"}
         tokens = _tokens_of(z["tokens"], f"{path}[tokens]") if "tokens" in z.files else None
     if "logits" in floats:  # llama.cpp's graph output as well as its logits (a golden): the same values
         floats.pop("result_output", None)
-    return Run(normalise(floats, arch, strict=False), tokens)
+    return Run(_token_major(normalise(floats, arch, strict=False), arch, path), tokens)
 
 
 def read_shapes(path: Path) -> dict[str, tuple[int, ...]]:
@@ -116,7 +138,7 @@ def _folder(folder: Path, arch: str | None) -> Run:
         raise ValueError(f"{folder}: {', '.join(unlisted)} not listed in {SHAPES} (a raw file needs its shape)")
     if not arrays:
         raise ValueError(f"{folder}: no tensors (NAME.npy files, or raw NAME.f32 files listed in {SHAPES})")
-    tensors = normalise({k: _rows(v, str(folder / k)) for k, v in arrays.items()}, arch, strict=True)
+    tensors = _token_major(normalise(arrays, arch, strict=True), arch, folder)
     return Run(tensors, _folder_tokens(folder))
 
 

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.script:
         text = reproducer(args.script)
         if text is None:
-            print(f"{args.script}: no reproducer (an agreement, or see its replay in properties/peers)")
+            print(f"{args.script}: no reproducer (an agreement, or see its replay in properties/peers/llama_cpp)")
             return 1
         print(text)
         return 0

@@ -35,6 +35,7 @@ def test_synthetic_results_follow_the_schema(failing):
     ("properties/test_impl_vs_oracle.py::test_impl_matches_oracle[top_k-float32]", "samplers"),
     ("properties/ops/test_rms_norm.py::test_x", "ops"), ("properties/test_ops_zoo.py::test_mutant_is_killed[a]", "zoo"),
     ("properties/test_quants_peer.py::test_peer", "peers"), ("properties/models/test_forward.py::t", "parity"),
+    ("properties/peers/llama_cpp/test_llama_cpp.py::t[a/b.py::c]", "peers"),
     ("properties/meta/test_meta_stats.py::t", "judge"), ("properties/test_backend_cupy.py::t", "gpu"),
     ("elsewhere/test_x.py::t", "other")])
 def test_area_of(nodeid, area):

@@ -218,10 +218,10 @@ def test_queue_sends_whole_files_first_then_split_files_heaviest_first():
     nightly's 2-7 min impl≡oracle tests alone): files rank 0, split tests by file position."""
     from properties.plugin import PER_TEST_FILES, _queue_rank
 
-    scopes = [f"{PER_TEST_FILES[-1]}::t[a]", "properties/peers/test_llama_cpp.py",
+    scopes = [f"{PER_TEST_FILES[-1]}::t[a]", "properties/peers/llama_cpp/test_llama_cpp.py",
               f"{PER_TEST_FILES[0]}::t[b]", "properties/ops/test_ops.py", f"{PER_TEST_FILES[1]}::t[c]"]
     assert sorted(scopes, key=_queue_rank) == [
-        "properties/peers/test_llama_cpp.py", "properties/ops/test_ops.py", f"{PER_TEST_FILES[0]}::t[b]",
+        "properties/peers/llama_cpp/test_llama_cpp.py", "properties/ops/test_ops.py", f"{PER_TEST_FILES[0]}::t[b]",
         f"{PER_TEST_FILES[1]}::t[c]", f"{PER_TEST_FILES[-1]}::t[a]"]
 
 

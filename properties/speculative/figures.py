@@ -18,7 +18,8 @@ import pytest
 
 TESTS = ("properties/speculative/test_speculative.py", "properties/zoo/test_speculative_mutants.py",
          "properties/zoo/test_logprobs_mutants.py")
-PEERS = ("properties/peers/test_logprobs_peer.py", "properties/peers/test_logprobs_transformers.py")
+PEERS = ("properties/peers/llama_cpp/test_logprobs_peer.py",
+         "properties/peers/transformers/test_logprobs_transformers.py")
 TABLES = ("speculative_exactness", "calibration_speculative", "calibration_speculative_drawn",
           "calibration_logprobs", "llama_cpp_post_sampling_logprobs", "transformers_logprobs")
 

@@ -1,2 +1,2 @@
 """The gguf-py peer (gguf 0.19.0, ``gguf.quants``): its adapter (``adapter``); the tests that judge
-the oracle's quant formats against it sit one level up (``test_gguf_py.py``)."""
+the oracle's quant formats against it sit beside it (``test_gguf_py.py``)."""

@@ -3,6 +3,6 @@ answers (``legality`` judges one ``apply`` against ``legal``'s description, buil
 ``legal_filters`` / ``legal_select`` from the float32 model in ``properties.numerics``), its
 streams and generated chains (``streams``, ``chains_differential``), its backend samplers
 (``backend_sampling``, ``backend_chains``, ``backend_explain``, ``backend_bad_rows``) and the
-findings ledger (``findings``, ``witness``, ``reproducers``). The tests sit one level up, in
-``properties/peers/``, beside the transformers and gguf-py peers' tests.
+findings ledger (``findings``, ``witness``, ``reproducers``); its tests (``test_llama_cpp`` and the
+other ``test_*`` modules) beside them.
 """

@@ -7,7 +7,8 @@ description (which sizes, which order, which logits and p within which bounds, w
 Order rules: "ranked" outputs must match the oracle's ranking position by position on a key
 (logit, typicality score) up to the key's tolerance, so tied or near-tied tokens are
 interchangeable and nothing else is; "suffix" is the same for XTC, which drops the head of the
-ranking; "input" outputs keep the input order and their surviving set must lie in [must, may].
+ranking; "input" outputs keep the input order and their surviving set must lie in [must, may]
+(``properties.peers.kept_set``, the kept-set rule the transformers peer is judged by too).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Callable
 import numpy as np
 
 from oracle.candidates import TokenDataArray, identity_ids
+from properties.peers.kept_set import outside_bracket, singletons
 from properties.peers.llama_cpp.adapter import PeerOutput
 
 P_FLOOR = 1e-6  # the absolute p agreement asked for; the float model may allow more (see legal.py)
@@ -167,9 +169,12 @@ def _check(legal: Legal, cur_in: TokenDataArray, out: PeerOutput) -> str | None:
             return "input order not preserved"
         kept = np.zeros(legal.must.size, dtype=bool)
         kept[ids] = True
-        missing, extra = np.flatnonzero(legal.must & ~kept), np.flatnonzero(kept & ~legal.may)
-        if missing.size or extra.size:
-            return f"survivors outside [must, may]: missing {missing[:6].tolist()}, extra {extra[:6].tolist()}"
+        # the peers' one kept-set rule, every token its own class (the builders make must ⊆ may)
+        bad = outside_bracket(kept, legal.must, legal.may, singletons(kept.size))
+        if bad:
+            missing = [t for t, (lo, got, hi) in bad.items() if got < min(lo, hi)]
+            extra = [t for t, (lo, got, hi) in bad.items() if got > max(lo, hi)]
+            return f"survivors outside [must, may]: missing {missing[:6]}, extra {extra[:6]}"
     elif not same:
         r = legal.ranking
         ref = r[:ids.size] if legal.order == "ranked" else r[r.size - ids.size:]

@@ -54,6 +54,6 @@ def test_the_findings_page_is_the_ledger():
 
     from reports.findings import markdown
 
-    page = Path(__file__).resolve().parents[2] / "docs" / "llama-cpp-findings.md"
+    page = Path(__file__).resolve().parents[3] / "docs" / "llama-cpp-findings.md"
     assert page.read_text() == markdown(FINDINGS) + "\n", \
         "docs/llama-cpp-findings.md is stale: logitcheck findings --markdown > docs/llama-cpp-findings.md"

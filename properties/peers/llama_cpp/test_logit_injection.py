@@ -119,7 +119,7 @@ def test_llama_cpp_log_callback_outlives_every_caller():
     from properties.models import runs
 
     proc = subprocess.run([sys.executable, "-c", _DANGLING_LOG_WITNESS], capture_output=True, text=True,
-                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+                          timeout=120, cwd=Path(__file__).resolve().parents[3])
     assert proc.returncode == 0 and "loaded" in proc.stdout, proc.stderr[-2000:]
     stray = proc.stderr.count("ZeroDivisionError")  # a count: pytest's text diff of stderr is slow
     assert stray == 0, f"llama.cpp called another callback {stray} times instead of its log sink"

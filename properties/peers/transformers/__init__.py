@@ -1,2 +1,2 @@
 """The HF transformers peer: the legality of a warper's kept set (``legality``); the tests that run
-transformers' warpers and ``generate`` chain for real sit one level up (``test_transformers.py``)."""
+transformers' warpers and ``generate`` chain for real sit beside it (``test_transformers.py``)."""

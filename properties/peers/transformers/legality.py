@@ -3,8 +3,9 @@
 ``torch.sort`` is not stable on CPU, so which of equal scores a top-p / typical warper drops is
 unspecified: tokens are grouped into classes of equal pre-truncation scores (scores within 4 u of
 each other after the dtype's rounding are one class), and per class HF's kept count must lie
-between the oracle's at the thresholds moved by δ towards "keep fewer" and "keep more"
-(``shift``). δ = 0 in float64 (exact boundaries such as two equal logits at top_p = 0.5 are where
+between the oracle's at the thresholds moved by δ towards "keep fewer" and "keep more" (``shift``):
+the peers' one kept-set rule (``properties.peers.kept_set``, which judges llama.cpp's [must, may]
+sets too). δ = 0 in float64 (exact boundaries such as two equal logits at top_p = 0.5 are where
 "<=" versus "<" shows); in float32 ``delta_for`` gives the cumulative-sum and exp rounding. Where
 the counts equal the oracle's own, the probabilities are compared: ``PROB_TOL`` per dtype.
 """
@@ -18,30 +19,9 @@ import numpy as np
 
 from oracle.engines import transformers as o_hf
 from properties.numerics import mass_allowance, unit_roundoff
+from properties.peers.kept_set import class_counts, outside_bracket, tie_classes
 
 PROB_TOL = {"float64": 1e-12, "float32": 1e-6}
-
-
-def classes(key: np.ndarray, dtype: str) -> tuple[np.ndarray, set[int]]:
-    """Class id per token: equal scores, where scores within 4 u of each other (equal after the
-    dtype's rounding) are one class; also the classes merged that way (any count is allowed
-    there: HF may see a tie the float64 scores do not have). -inf tokens get -1."""
-    out = np.full(key.size, -1)
-    fin = np.flatnonzero(np.isfinite(key))
-    order = fin[np.argsort(key[fin], kind="stable")]
-    cls, merged, prev = -1, set(), None
-    for i in order:
-        v = key[i]
-        if prev is None or v - prev > 4 * unit_roundoff(dtype) * max(abs(v), abs(prev)):
-            cls += 1
-        elif v != prev:
-            merged.add(cls)
-        out[i], prev = cls, v
-    return out, merged
-
-
-def class_counts(kept: np.ndarray, cls: np.ndarray) -> dict[int, int]:
-    return {int(c): int(kept[cls == c].sum()) for c in np.unique(cls[cls >= 0])}
 
 
 def shift(params: dict, thresholds: dict[str, int], keep_more: bool, delta: float) -> dict:
@@ -81,15 +61,13 @@ def check_kept(name: str, dtype: str, hf_out: np.ndarray, key: np.ndarray, oracl
     kept = np.isfinite(hf_out)
     exact = oracle(params)
     lo, hi = oracle(shift(params, thresholds, False, delta)), oracle(shift(params, thresholds, True, delta))
-    cls, merged = classes(key, dtype)
-    c, c_lo, c_hi = (class_counts(np.isfinite(a), cls) for a in (hf_out, lo, hi))
-    bad = {v: (c_lo[v], c[v], c_hi[v]) for v in c
-           if v not in merged and not min(c_lo[v], c_hi[v]) <= c[v] <= max(c_lo[v], c_hi[v])}
+    cls, merged = tie_classes(key, dtype)
+    bad = outside_bracket(kept, np.isfinite(lo), np.isfinite(hi), cls, free=merged)
     if bad:
         return KeptVerdict(f"{name}[{dtype}] kept counts per equal-score class (fewer, HF, more) outside the "
                            f"bracket: {bad}; HF kept {np.flatnonzero(kept).tolist()}, oracle "
                            f"{np.flatnonzero(np.isfinite(exact)).tolist()}", "outside")
-    if c != class_counts(np.isfinite(exact), cls):
+    if not np.array_equal(class_counts(kept, cls), class_counts(np.isfinite(exact), cls)):
         return KeptVerdict(None, "boundary_bracketed")
     outcome = "identical_sets" if np.array_equal(kept, np.isfinite(exact)) else "tie_permuted"
     diff = float(np.abs(np.sort(o_hf.softmax(hf_out)) - np.sort(o_hf.softmax(exact))).max())
