@@ -74,7 +74,9 @@ class Arch:
     """The period (or a per-layer array) is read from ``attention.sliding_window_pattern``."""
     local_rope_base: float = 0.0
     """0: local layers rotate like global ones; else their default base (``rope.freq_base_swa``
-    overrides it), without rope scaling."""
+    overrides it), without rope scaling. gemma3n and gemma4 files without the key, or with a
+    linear ``rope.scaling`` for the global layers, rotate so in llama.cpp (not at the global base and
+    scale its generic loader would give them: properties/models/test_hparams.py)."""
     attn_softcap: bool = False
     """Reads ``attn_logit_softcapping`` (otherwise no cap whatever the metadata says)."""
     final_softcap: bool = False

@@ -12,6 +12,14 @@ Where the same module name means different tensors the map says so per architect
 attention output in gemma2/gemma3 (whose MLP norm is ``pre_feedforward_layernorm``); gemma3's
 ``embed_tokens`` already multiplies by sqrt(n_embd) (llama.cpp's ``inp_scaled``), gemma2's does not
 (``embd``); ``lm_head`` is llama.cpp's ``result_output`` only where no final softcap follows it.
+gemma3n and gemma4 (transformers' ``Gemma3nTextModel`` / ``Gemma4TextModel``) add the per-layer
+inputs: ``per_layer_projection_norm`` is ``per_layer_proj`` (the projection of the scaled embedding,
+scaled and RMS-normed) and a block's ``post_per_layer_input_norm`` is ``per_layer_embd_out``;
+gemma3n's ``laurel`` returns LAuReL's branch plus its input (``laurel_out``). Its decoder layer
+returns the AltUp streams stacked stream-major (``[streams, batch, tokens, hidden]``, the layout
+ggml holds them in too), not token-major: ``STREAM_OPS`` names the tensors that hold every stream,
+so that a reader can turn such a dump token-major. The AltUp prediction and the merged streams are
+computed outside any module (no entry: dump them as ``predictions-N`` / ``unembd_merged``).
 """
 from __future__ import annotations
 
@@ -42,14 +50,28 @@ _GEMMA2 = {k: v for k, v in _LLAMA.items() if k != "result_output"} | {
     "ffn_post_norm": LAYER + ".post_feedforward_layernorm",
 }
 
+_GEMMA4 = {k: v for k, v in _GEMMA2.items() if k != "embd"} | _HEAD_NORMS | {
+    "inp_scaled": "model.embed_tokens",
+    "per_layer_proj": "model.per_layer_projection_norm",
+    "Vcur_normed": LAYER + ".self_attn.v_norm",
+    "per_layer_embd_out": LAYER + ".post_per_layer_input_norm",
+}
+"""gemma4 and gemma3n: the final softcap follows ``lm_head`` (no entry, as in gemma2)."""
+
 HF_NAMES: dict[str, dict[str, str]] = {
     "llama": _LLAMA,
     "qwen3": _LLAMA | _HEAD_NORMS,
     "gemma2": _GEMMA2,
     "gemma3": {k: v for k, v in _GEMMA2.items() if k != "embd"} | _HEAD_NORMS | {
         "inp_scaled": "model.embed_tokens", "result_output": "lm_head"},
+    "gemma4": _GEMMA4,
+    "gemma3n": _GEMMA4 | {"laurel_out": LAYER + ".laurel"},
 }
 """Per architecture: llama.cpp graph op -> HF-style module name ({i}: the layer)."""
+STREAM_OPS = frozenset({"inp_stacked", "predictions", "corrected", "l_out"})
+"""The ops that hold every AltUp stream in an architecture with AltUp (``Arch.altup_streams``):
+``[tokens, streams·hidden]`` in a comparison, ``[streams, tokens, hidden]`` as ggml and transformers
+hold them."""
 ALIASES = {"logits": "result_output"}
 """Names a run file may use for a graph tensor, whatever the architecture."""
 

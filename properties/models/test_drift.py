@@ -1,5 +1,6 @@
 """Drift or bug: on a model whose RMSNorm weights are as large as a real Gemma model's
-(fixtures/drift_model: 8 layers, every block norm with rms 40 and max 300), a correct engine
+(fixtures/drift_model: 8 layers, every block norm with rms 40 and max 300; in gemma2's layout and in
+gemma4's, per-layer embeddings, output scales and rope_freqs included), a correct engine
 computing in another precision or order drifts visibly at the logits while every tensor stays
 within its error model, and the verdict says so. The structural bugs, judged the same way, are in
 properties/zoo/test_forward.py.
@@ -22,32 +23,39 @@ CHUNK = 8  # fed through the KV cache: a prefill, then steps (another order than
 TABLE: dict[str, dict[str, object]] = {}
 
 
-def test_drift_fixture_has_gemma_sized_norms():
-    m = V.drift_model()
-    assert m.hp.n_layer >= 8
+ARCHS = ("gemma2", "gemma4")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_drift_fixture_has_gemma_sized_norms(arch):
+    m = V.drift_model(arch)
+    assert m.hp.arch == arch and m.hp.n_layer >= 8 and m.hp.n_embd >= 256
     for la in V.amplification(V.model_norms(m)):
-        if la.layer >= 0:
-            assert len(la.norms) == 4, la
+        if la.layer >= 0:  # the sandwich norms, and gemma4's per-layer embedding norm
+            assert len(la.norms) == (5 if arch == "gemma4" else 4), la
             for n in la.norms:
                 assert n.max_abs == pytest.approx(fixture.NORM_MAX, rel=1e-6), n
                 assert n.rms == pytest.approx(fixture.NORM_RMS, rel=1e-6), n
 
 
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
-def test_correct_engine_drifts_within_its_error_model(dtype):
+def test_correct_engine_drifts_within_its_error_model(dtype, arch):
     engine = f"gpu_impl-{dtype}"
-    env = V.drift_envelope(engine)
-    tensors = run(V.drift_path(), goldens.tokens(), dtype=dtype, chunk=CHUNK)["tensors"]
-    v = V.judge_run(env, engine, V.drift_model(), tensors)
+    env = V.drift_envelope(engine, arch)
+    tensors = run(V.drift_path(arch), goldens.tokens(), dtype=dtype, chunk=CHUNK)["tensors"]
+    v = V.judge_run(env, engine, V.drift_model(arch), tensors)
     par = compare(env.exact.logits, tensors["result_output"], goldens.tokens()[1:]).summary()
-    TABLE[f"gpu_impl {dtype} (correct)"] = V.report_row(v, par)
+    TABLE[f"gpu_impl {dtype} on drift{'' if arch == 'gemma2' else '-' + arch} (correct)"] = V.report_row(v, par)
     recording.table("drift_vs_bug_correct", TABLE)
     assert not v.structural, v.line()
     assert v.line().startswith(f"within the {engine} error model of this engine at every tensor")
-    if dtype == "float16":  # the drift is visible at the logits (measured: min cosine 0.907, mean 0.995)
+    if dtype == "float16":  # the drift is visible at the logits (measured: min cosine 0.907, mean 0.995
+        # on gemma2's layout; 0.365 and 0.966, the same top-1 at 87.5 % of positions, on gemma4's)
         assert par["cosine_min"] < 0.99 and par["same_top1"] < 1.0, par
-    else:  # gpu_impl's pairwise sums use under 1/20 of bounds sized for any legal summation order,
-        # which is room two of the port's bugs fit in on this model (properties/zoo/test_forward.py)
+    else:  # gpu_impl's pairwise sums use under 1/20 of bounds sized for any legal summation order
+        # (measured: ×0.035 on gemma4's layout), which is room some of the port's bugs fit in on
+        # these models (properties/zoo/test_forward.py)
         assert v.ratio < 0.05, v.line()
 
 

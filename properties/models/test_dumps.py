@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oracle.models.names import HF_NAMES, table, to_graph_name
+from fixtures import llama_graph
+from oracle.models import ARCHS, forward
+from oracle.models.names import HF_NAMES, is_graph_name, table, to_graph_name
 from properties.models import runs
 from reports.cli import main as cli
 from reports.dumps import read_run
@@ -191,6 +193,56 @@ def test_name_map_is_consistent():
     assert to_graph_name("model.layers.7.post_attention_layernorm", "llama") == "ffn_norm-7"
     assert to_graph_name("model.layers.7.post_attention_layernorm", "gemma2") == "attn_post_norm-7"
     assert to_graph_name("lm_head", "gemma2") is None  # before gemma2's final softcap: not result_output
+
+
+def test_every_tensor_llama_cpp_dumps_is_a_graph_name():
+    """Each name llama.cpp's graphs are read under (fixtures.llama_graph: per-layer ops with the layer,
+    gemma3n's AltUp ``predictions`` before ``attn_norm`` included; the others without) is accepted."""
+    for op in llama_graph.PER_LAYER:
+        assert is_graph_name(f"{op}-3") and not is_graph_name(op), op
+    for op in llama_graph.GLOBAL:
+        assert is_graph_name(op) and not is_graph_name(f"{op}-3"), op
+
+
+def _altup_streams(hf_name: str, graph: str, v: np.ndarray, streams: int) -> np.ndarray:
+    """gemma3n's decoder layer output as transformers returns it: [streams, batch 1, tokens, hidden]."""
+    if hf_name.startswith("model.layers.") and graph.startswith("l_out-"):
+        return np.ascontiguousarray(v.reshape(v.shape[0], streams, -1).transpose(1, 0, 2)[:, None])
+    return v
+
+
+@pytest.mark.parametrize("arch", ["gemma4", "gemma3n"])
+def test_gemma_per_layer_input_dumps_named_either_way(arch, tmp_path, capsys):
+    """A folder of the oracle's gemma4 / gemma3n tensors, named by llama.cpp's graph names or by
+    transformers' module names (gemma3n's decoder-layer output written stream-major, as its module
+    returns it), reads back name by name as the oracle's run, and `layers` against the run finds no
+    divergence. The HF-style folder covers every module the map names for the architecture."""
+    run = forward(runs.model(arch, "F32"), runs.TOKENS)
+    f32 = {k: v.astype(np.float32) for k, v in run.tensors.items()}
+    ref = tmp_path / "ref.npz"
+    np.savez(ref, tokens=run.tokens, **{("logits" if k == "result_output" else k): v for k, v in f32.items()})
+    streams = ARCHS[arch].altup_streams
+    hf = {}
+    for k, v in f32.items():
+        name = _hf(k, arch) or k
+        hf[name] = _altup_streams(name, k, v, streams) if streams else v
+    mapped = {op for op, _ in HF_NAMES[arch].items()}
+    assert mapped <= {k.partition("-")[0] for k in f32}, mapped - {k.partition("-")[0] for k in f32}
+    assert sum(h != k for h, k in zip(hf, f32)) >= len(mapped)
+    for d in (_write_npy_folder(tmp_path / "graph", f32, run.tokens), _write_npy_folder(tmp_path / "hf", hf, run.tokens)):
+        back = read_run(d, arch)
+        assert back.tensors.keys() == f32.keys()
+        assert all(np.array_equal(back.tensors[k], f32[k]) for k in f32), d
+        rc, out = _layers(capsys, str(ref), str(d), "--arch", arch)
+        assert rc == 0 and "no tensor beyond" in out and "per_layer_embd_out-1" in out, out
+
+
+def test_altup_streams_in_a_wrong_layout_are_one_error(tmp_path, capsys):
+    d = tmp_path / "streams"
+    d.mkdir()
+    np.save(d / "model.layers.0.npy", np.zeros((3, 1, 5, 8), np.float32))
+    rc, out = _layers(capsys, str(d), str(d), "--arch", "gemma3n")
+    assert rc == 2 and "must be stream-major, [4, tokens, hidden]" in out, out
 
 
 def test_names_command(capsys):

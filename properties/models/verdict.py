@@ -38,6 +38,7 @@ NORMS = {
     "attn_post_norm": ("post_attention_norm.weight", "attn_out"),
     "ffn_norm": ("ffn_norm.weight", "sa_out|ffn_inp"),
     "ffn_post_norm": ("post_ffw_norm.weight", "ffn_out"),
+    "per_layer_embd_out": ("post_norm.weight", "pe_proj"),  # gemma4 / gemma3n: the per-layer embedding's norm
 }
 FINAL_NORM = ("result_norm", "output_norm.weight")
 
@@ -162,20 +163,21 @@ def judge(rows: Sequence[Row], engine: str, norm_weights: Mapping[str, np.ndarra
 # ---- the drift fixture: a correct engine's drift on a model with Gemma-sized norm weights ----
 
 @functools.lru_cache(maxsize=None)
-def drift_path() -> Path:
-    """fixtures/drift_model (seed 0), generated once into the fixtures cache."""
-    return drift_fixture.ensure(seed=goldens.SEED)
+def drift_path(arch: str = drift_fixture.ARCH) -> Path:
+    """fixtures/drift_model of ``arch`` (gemma2 or gemma4 layout; seed 0), generated once into the
+    fixtures cache."""
+    return drift_fixture.ensure(seed=goldens.SEED, arch=arch)
 
 
 @functools.lru_cache(maxsize=None)
-def drift_model() -> Model:
-    return load_model(drift_path())
+def drift_model(arch: str = drift_fixture.ARCH) -> Model:
+    return load_model(drift_path(arch))
 
 
 @functools.lru_cache(maxsize=None)
-def drift_envelope(engine: str) -> Envelope:
+def drift_envelope(engine: str, arch: str = drift_fixture.ARCH) -> Envelope:
     """``engine``'s error envelope on the drift model over the goldens' tokens (all at once)."""
-    return envelope(drift_model(), goldens.tokens(), engine)
+    return envelope(drift_model(arch), goldens.tokens(), engine)
 
 
 def judge_run(env: Envelope, engine: str, model: Model, tensors: Mapping[str, np.ndarray]) -> Verdict:

@@ -9,6 +9,9 @@ reason; the op-level zoo (properties/zoo/test_zoo.py) kills every one of them.
 """
 from __future__ import annotations
 
+import functools
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -90,24 +93,35 @@ PORT_FIXTURES = {  # fixture: (its path, the oracle's model, the float32 engine'
     "gemma4-F32": (lambda: runs.path("gemma4", "F32"), lambda: runs.model("gemma4", "F32"),
                    lambda: runs.env("gemma4", "F32", "gpu_impl-float32")),
     "drift": (V.drift_path, V.drift_model, lambda: V.drift_envelope("gpu_impl-float32")),
+    "drift-gemma4": (lambda: V.drift_path("gemma4"), lambda: V.drift_model("gemma4"),
+                     lambda: V.drift_envelope("gpu_impl-float32", "gemma4")),
 }
 _LOOSE = ("within: on the drift model the error model admits, for a float32 engine that sums its 256-term dot "
           "products in any order (√K·u of Σ|w·x| per product, then norms of weight up to 300), more than this "
           "bug changes (exact GELU: 357 u at ffn_geglu-0 against a bound of 2,401 u; gpu_impl's pairwise sums "
           "make 19 u there, test_drift.py)")
-_ALL = ("gemma2-F32", "gemma4-F32", "drift")
+_CAP_LOOSE = ("within (×0.955 its bound at result_output): after 8 blocks whose norms of weight up to 300 amplify "
+              "every rounding, the float32 error model admits a relative error of 0.42 at the logits (gpu_impl "
+              "makes 0.008, test_drift.py); a cap of 15 for 30 moves logits of up to 25 by 0.40 of their max")
+_ALL = ("gemma2-F32", "gemma4-F32", "drift", "drift-gemma4")
+_G4 = ("gemma4-F32", "drift-gemma4")
 PORT_EXPECTED = {  # mutant: {fixture: the first tensor past its bound, or why none is}
-    "embedding_scale_missing": dict.fromkeys(_ALL, "inp_scaled"),
+    "embedding_scale_missing": dict.fromkeys(_ALL, "inp_scaled"),  # ×2e6 its bound on drift-gemma4
+    # on drift-gemma4 exact GELU enters at ffn_geglu-0 within its bound, as on the gemma2-layout
+    # drift model; but the same sign of change in every block's two GELUs (the MLP's and the
+    # per-layer gate's) adds up where independent roundings do not, past the bound at layer 5's
+    # per-layer embedding (×1.22): flagged, six blocks after it enters
     "gelu_exact_for_tanh": {"gemma2-F32": "ffn_geglu-0", "gemma4-F32": "ffn_geglu-0",
-                            "drift": _LOOSE},
+                            "drift": _LOOSE, "drift-gemma4": "per_layer_embd_out-5"},
     "softcap_15_not_30": {"gemma2-F32": "result_output", "gemma4-F32": "result_output",
-                          "drift": _LOOSE},
-    "norm_after_residual": dict.fromkeys(_ALL, "attn_post_norm-0"),
-    # Gemma 4's own steps: the gemma2-layout models have none of them
-    "ple_at_block_end": {"gemma4-F32": "pe_geglu-0"},
-    "proj_transposed": {"gemma4-F32": "per_layer_embd_out-0"},
-    "layer_output_scale_missing": {"gemma4-F32": "l_out-0"},
-    "rope_freq_factors_ignored": {"gemma4-F32": "kqv_out-2"},  # layer 2: the first global layer
+                          "drift": _LOOSE, "drift-gemma4": _CAP_LOOSE},
+    "norm_after_residual": dict.fromkeys(_ALL, "attn_post_norm-0"),  # ×2e4 on drift-gemma4
+    # Gemma 4's own steps: the gemma2-layout models have none of them. On drift-gemma4, ×2.1e3,
+    # ×1.5e4, ×3.6e3 and ×163 their bounds
+    "ple_at_block_end": dict.fromkeys(_G4, "pe_geglu-0"),
+    "proj_transposed": dict.fromkeys(_G4, "per_layer_embd_out-0"),
+    "layer_output_scale_missing": dict.fromkeys(_G4, "l_out-0"),
+    "rope_freq_factors_ignored": dict.fromkeys(_G4, "kqv_out-2"),  # layer 2: the first global layer in both
 }
 # where ``parity`` shows "cosine looks fine, top-k disagrees": rope_freqs ignored moves only the
 # global layers' rotation, the final cosine stays 0.999 and the top-1 changes at 3 of 24 positions.
@@ -123,15 +137,41 @@ def test_every_port_mutant_has_expectations():
     assert all(fx in PORT_FIXTURES for e in PORT_EXPECTED.values() for fx in e)
 
 
+@pytest.fixture
+def fixture_envelopes(monkeypatch):
+    """``layers --error-model`` computes the envelope it needs (a Monte Carlo of the oracle, seconds
+    on the drift models); where that is the one PORT_FIXTURES holds for the fixture (same file,
+    tokens and engine, default runs and seed: the same computation) it gets that one, computed once
+    per fixture instead of once per mutant."""
+    import properties.api as api
+
+    compute = api.envelope
+
+    def envelope(model, tokens, engine, **kw):
+        for path, _, env in PORT_FIXTURES.values():
+            if (not kw and engine == "gpu_impl-float32" and list(map(int, tokens)) == list(runs.TOKENS)
+                    and Path(model.path) == Path(path())):
+                return env()
+        return compute(model, tokens, engine, **kw)
+    monkeypatch.setattr(api, "envelope", envelope)
+
+
+@functools.lru_cache(maxsize=None)
+def _oracle_run(fixture: str, where: Path) -> Path:
+    """``logitcheck forward`` of the fixture's model (the oracle) over the goldens' tokens, once."""
+    out = where / f"{fixture}.npz"
+    assert cli(["forward", str(PORT_FIXTURES[fixture][0]()), "--tokens", ",".join(map(str, runs.TOKENS)),
+                "--out", str(out)]) == 0
+    return out
+
+
 @pytest.mark.parametrize("mutant, fixture", PORT_CASES, ids=lambda v: getattr(v, "name", v))
-def test_port_bug_is_located_by_layers(tmp_path, capsys, mutant, fixture):
+def test_port_bug_is_located_by_layers(tmp_path, tmp_path_factory, capsys, fixture_envelopes, mutant, fixture):
     """``logitcheck layers --error-model gpu_impl-float32`` on the mutated pass (fed 8 tokens a
     step) names the tensor where the bug enters and says "structural"; ``parity`` shows the
     "cosine looks fine, top-k disagrees" flag exactly where PORT_COSINE_MISLEADS says."""
     path, model, env = (f() for f in PORT_FIXTURES[fixture])
-    toks = ",".join(map(str, runs.TOKENS))
-    ref, test = tmp_path / "ref.npz", tmp_path / "test.npz"
-    assert cli(["forward", str(path), "--tokens", toks, "--out", str(ref)]) == 0
+    ref, test = _oracle_run(fixture, tmp_path_factory.getbasetemp()), tmp_path / "test.npz"
     got = run_pass(mutant, path)
     np.savez(test, tokens=np.asarray(runs.TOKENS), logits=got["result_output"],
              **{k: v for k, v in got.items() if k != "result_output"})
