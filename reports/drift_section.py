@@ -1,8 +1,8 @@
 """The report's drift-versus-bug section, from the tables the drift tests record:
 
 * ``drift_vs_bug_correct`` = {variant: row}: a correct engine (gpu_impl in float32, and in
-  float16) on the drift model (fixtures/drift_model: RMSNorm weights of rms 40 and max 300, 8
-  layers): how far its final logits moved (cosine, same top-1, KLD) next to the verdict, which
+  float16) on each drift model (fixtures/drift_model: gemma2- and gemma4-layout, RMSNorm weights
+  of rms 40 and max 300, 8 layers): how far its final logits moved (cosine, same top-1, KLD) next to the verdict, which
   must be "within" at every tensor;
 * ``drift_vs_bug_mutants`` = {"<mutant> on <fixture>": row}: each structural bug of the Gemma
   port's list, with the first tensor past its bound and by how much.
