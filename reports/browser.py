@@ -142,7 +142,9 @@ def check_page(html: Path, screenshot: Path | None = None, width: int = 1280, he
     if not binary:
         raise FileNotFoundError("no Chromium binary on PATH (apt-get install chromium)")
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="lc-chromium-") as profile:
+    # Chromium's helper processes may still be writing the profile when the browser has exited:
+    # a profile left half-deleted is not the page's failure
+    with tempfile.TemporaryDirectory(prefix="lc-chromium-", ignore_cleanup_errors=True) as profile:
         pipe = _Pipe(binary, profile, width, height)
         try:
             target = pipe.call("Target.createTarget", {"url": "about:blank"}, timeout=timeout)["targetId"]

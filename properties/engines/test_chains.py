@@ -6,15 +6,18 @@ the wrong place, a stale softmax handed to top_p) fail here with a shrunk witnes
 first stage whose legal sets the engine leaves."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from properties import cdf_shape
 from properties.engines.chains_whole import ChainParams, violation
 from properties.engines.records import engines_impl
 from properties.plugin import covered
 from properties.failure import Failure
-from properties.samplers.strategies import cases
+from properties.samplers.strategies import Case, cases
 
 _EXAMPLES = max(10, settings.default.max_examples // 2)
 
@@ -34,41 +37,73 @@ def chain_params(draw, vocab: int) -> ChainParams:
                        t=draw(st.sampled_from([1.0, 0.7, 0.3, 1.5, 3.0]), label="t"))
 
 
-def _draw(data) -> tuple[np.ndarray, ChainParams]:
-    case = data.draw(cases(max_batch=1, max_vocab=4096), label="case")
-    row = case.logits[0].astype(np.float32)
-    return row, data.draw(chain_params(row.size), label="chain")
+@dataclass(frozen=True)
+class ChainCase:
+    """One row (a samplers ``Case``: its repr rebuilds the logits) and the chain's parameters."""
+    logits: Case
+    chain: ChainParams
+
+    @property
+    def row(self) -> np.ndarray:
+        return self.logits.logits[0].astype(np.float32)
+
+
+@st.composite
+def chain_cases(draw) -> ChainCase:
+    case = draw(cases(max_batch=1, max_vocab=4096), label="case")
+    return ChainCase(case, draw(chain_params(case.vocab), label="chain"))
+
+
+def _corner(seed: int, k: int = 0, p: float = 1.0, m: float = 0.0, t: float = 1.0) -> ChainCase:
+    none = np.zeros(0, dtype=np.int64)
+    return ChainCase(Case("zipf", 64, "float32", (seed,)), ChainParams(none, 0, 1.0, 0.0, 0.0, k, p, m, t))
+
+
+# Pinned first, in every profile (as the samplers' corners are): a temperature other than 1 with a
+# cut that depends on it (top_p, min_p: temperature before the cut moves it), and top_k then top_p
+# (top_p must renormalise over the k survivors). Drawn chains find these too, but a 20-example ci
+# run may draw top_k = 1 or a one-token row every time, where order cannot show.
+CORNERS = (_corner(61, p=0.5, t=0.3), _corner(62, p=0.8, t=3.0), _corner(63, m=0.05, t=0.3),
+           _corner(64, k=5, p=0.8))
 
 
 def _args(row: np.ndarray, cp: ChainParams) -> tuple:
     return (row[None, :], cp.history[None, :], cp.last_n, cp.repeat, cp.freq, cp.present, cp.k, cp.p, cp.m, cp.t)
 
 
+def with_corners(test: Callable) -> Callable:
+    for c in reversed(CORNERS):
+        test = example(cc=c)(test)
+    return test
+
+
+@with_corners
 @settings(max_examples=_EXAMPLES)
-@given(data=st.data())
-def test_llama_cpp_chain_follows_the_oracle_chain(impl, data):
-    row, cp = _draw(data)
+@given(cc=chain_cases())
+def test_llama_cpp_chain_follows_the_oracle_chain(impl, cc):
+    row, cp = cc.row, cc.chain
     with covered():
         out = np.asarray(engines_impl(impl)("llama_cpp_chain", *_args(row, cp)))[0]
     why = violation(out, row.astype(np.float64), cp)
     if why is not None:
-        raise Failure(why, property="llama_cpp_chain ≡ the oracle's chain", record="llama_cpp_chain", case=cp)
+        raise Failure(why, property="llama_cpp_chain ≡ the oracle's chain", record="llama_cpp_chain", case=cc)
 
 
+@with_corners
 @settings(max_examples=max(5, _EXAMPLES // 4))
-@given(data=st.data())
-def test_llama_cpp_chain_dist_draws_from_its_own_chain(impl, data):
+@given(cc=chain_cases())
+def test_llama_cpp_chain_dist_draws_from_its_own_chain(impl, cc):
     """The engine's final row judged as above, then its draws at ~250 uniforms against one CDF of
     that row, laid out in token order or in llama.cpp's sorted order (its dist walks the candidates
     as the chain's sort left them): a dist that draws from another row than the chain's, or with a
     drifting float32 running sum, fails."""
-    row, cp = _draw(data)
+    row, cp = cc.row, cc.chain
     with covered():
         sub = engines_impl(impl)
         out = np.asarray(sub("llama_cpp_chain", *_args(row, cp)))[0].astype(np.float32)
         why = violation(out, row.astype(np.float64), cp)
         if why is not None:
-            raise Failure(why, property="llama_cpp_chain ≡ the oracle's chain", record="llama_cpp_chain", case=cp)
+            raise Failure(why, property="llama_cpp_chain ≡ the oracle's chain", record="llama_cpp_chain", case=cc)
         u = cdf_shape.uniforms(out.astype(np.float64))
         n = u.size
         ids = np.asarray(sub("llama_cpp_chain_dist", np.repeat(row[None, :], n, 0), np.repeat(cp.history[None, :], n, 0),
@@ -77,4 +112,4 @@ def test_llama_cpp_chain_dist_draws_from_its_own_chain(impl, data):
     if not res.passed:
         raise Failure(f"does not draw from its own chain's row: {res.describe()}",
                       property="dist follows one CDF",
-                      record="llama_cpp_chain_dist", case=cp, category="distribution")
+                      record="llama_cpp_chain_dist", case=cc, category="distribution")

@@ -43,7 +43,7 @@ KILLS = {
                         "impl≡oracle survivors[top_p]"),
     "softmax_top1000": ("properties/samplers/test_invariants.py::test_softmax_invariants", "Σp = "),
     "temp_misplaced": ("properties/engines/test_chains.py::test_llama_cpp_chain_follows_the_oracle_chain",
-                       "WHY  llama_cpp_chain: "),
+                       "WHY  llama_cpp_chain ≡ the oracle's chain: "),
     "top_p_stale_softmax": ("properties/engines/test_chains.py::test_llama_cpp_chain_follows_the_oracle_chain",
                             "(top_p) drops"),
     "rope_restart": ("properties/ops/test_ops.py::test_op_property[impl_vs_oracle[rope]-float32]",

@@ -24,7 +24,7 @@ from properties.numerics import U32
 from properties.quants.checks import bit_mismatch
 
 logging.getLogger("gguf").setLevel(logging.WARNING)
-MODELS = [(a, w) for a in gguf_gen.ARCHS for w in gguf_gen.WTYPES]
+MODELS = gguf_gen.MODELS
 ROOT = Path(__file__).resolve().parents[2]
 
 
