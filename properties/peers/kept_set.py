@@ -1,10 +1,11 @@
 """Is a peer's kept set a legal answer? One rule for every peer: per class of interchangeable
 tokens, the number kept lies between the numbers kept by two answers that bracket it.
 
-A truncating sampler answers with a kept set. The judge of each peer derives the two bracketing
+A truncating sampler answers with a kept set. Each peer's builder derives the two bracketing
 sets (llama.cpp: ``must`` and ``may`` from its float32 model, ``llama_cpp/legal_filters.py``;
 transformers: the oracle variant at thresholds moved towards keeping fewer and more tokens,
-``transformers/legality.py``) and a partition of the tokens into classes. Tokens a peer may
+``transformers/legality.py``) and a partition of the tokens into classes, as fields of one
+``Legal``, which the peers' one judge (``llama_cpp/legality.py``) checks. Tokens a peer may
 legally exchange (equal scores that an unstable sort orders either way) form one class, and within
 a class only how many are kept is judged, never which. With every token its own class
 (``singletons``) the rule is must ⊆ kept ⊆ may.

@@ -7,8 +7,14 @@ description (which sizes, which order, which logits and p within which bounds, w
 Order rules: "ranked" outputs must match the oracle's ranking position by position on a key
 (logit, typicality score) up to the key's tolerance, so tied or near-tied tokens are
 interchangeable and nothing else is; "suffix" is the same for XTC, which drops the head of the
-ranking; "input" outputs keep the input order and their surviving set must lie in [must, may]
-(``properties.peers.kept_set``, the kept-set rule the transformers peer is judged by too).
+ranking; "input" outputs keep the input order and, per class of interchangeable tokens, the count
+kept lies between ``must``'s and ``may``'s (``properties.peers.kept_set``; every token its own
+class unless ``classes`` says otherwise, so the kept set lies in [must, may]).
+
+This is the peers' one judge: HF transformers' warpers are judged by a ``Legal`` too
+(``properties.peers.transformers.legality`` builds it: tie classes, the bracket of the oracle
+variant at shifted thresholds, probabilities compared as sorted values where the kept counts are
+the oracle's).
 """
 from __future__ import annotations
 
@@ -44,11 +50,14 @@ class Legal:
     ranking: np.ndarray | None = None  # token ids in the oracle's order (ranked / suffix)
     key: np.ndarray | None = None  # dense over token ids
     key_tol: np.ndarray | None = None  # dense over token ids; pairs may differ by tol[a] + tol[b]
-    must: np.ndarray | None = None  # dense bool over token ids ("input" order)
-    may: np.ndarray | None = None
+    must: np.ndarray | None = None  # dense bool over token ids ("input" order): the two answers
+    may: np.ndarray | None = None  # that bracket the kept count of every class
+    classes: np.ndarray | None = None  # dense class id per token (-1: not judged); None: singletons
+    free: np.ndarray | None = None  # bool per class: any kept count is legal there
     logits: Model | None = None  # None: logits untouched (exactly the input's)
     maskable: np.ndarray | None = None  # dense bool: entries that may legally be -inf instead
     p: Model | None = None  # None: p untouched (stale input p)
+    p_unordered: bool = False  # p compared as sorted values: a peer may give tied tokens' p to either
     select: Callable[[PeerOutput], str | None] | None = None  # None: selected must stay as input
     oracle: TokenDataArray | None = None
     alt: dict | None = None  # sorted flag -> Legal, where the flag picks a different path (min_p)
@@ -82,6 +91,12 @@ def lookup(ref: np.ndarray, tol: np.ndarray) -> Model:
             return ref, tol
         return ref[ids], tol[ids]
     return model
+
+
+def unjudged(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A model that allows every finite value: the entries are judged elsewhere (HF's kept scores,
+    through their probabilities)."""
+    return np.zeros(ids.size), np.full(ids.size, np.inf)
 
 
 def _ratio(diff: np.ndarray, tol: np.ndarray) -> tuple[float, int]:
@@ -169,8 +184,11 @@ def _check(legal: Legal, cur_in: TokenDataArray, out: PeerOutput) -> str | None:
             return "input order not preserved"
         kept = np.zeros(legal.must.size, dtype=bool)
         kept[ids] = True
-        # the peers' one kept-set rule, every token its own class (the builders make must ⊆ may)
-        bad = outside_bracket(kept, legal.must, legal.may, singletons(kept.size))
+        # the peers' one kept-set rule (llama.cpp's builders: singletons, must ⊆ may)
+        cls = singletons(kept.size) if legal.classes is None else legal.classes
+        bad = outside_bracket(kept, legal.must, legal.may, cls, legal.free)
+        if bad and legal.classes is not None:
+            return f"kept counts per class (must, kept, may) outside the bracket: {bad}"
         if bad:
             missing = [t for t, (lo, got, hi) in bad.items() if got < min(lo, hi)]
             extra = [t for t, (lo, got, hi) in bad.items() if got > max(lo, hi)]
@@ -221,9 +239,15 @@ def _check(legal: Legal, cur_in: TokenDataArray, out: PeerOutput) -> str | None:
             return "p changed by a sampler that must leave p untouched"
     else:
         ref, tol = legal.p(ids)
-        r, i = _ratio(np.abs(out.p.astype(np.float64) - ref), tol)
+        got = out.p.astype(np.float64)
+        if legal.p_unordered:  # the k-th largest against the k-th largest
+            by_ref = np.argsort(ref, kind="stable")
+            got, ref, tol = np.sort(got), ref[by_ref], tol[by_ref]
+        r, i = _ratio(np.abs(got - ref), tol)
         legal.notes["p_ratio"] = r
         if r > 1:
+            if legal.p_unordered:
+                return f"sorted p {got[i]!r} vs oracle {ref[i]!r}, allowed ±{tol[i]:.3g}"
             return f"token {ids[i]}: p {out.p[i]!r} vs oracle {ref[i]!r}, allowed ±{tol[i]:.3g}"
     if legal.select is None:
         if out.selected != cur_in.selected:

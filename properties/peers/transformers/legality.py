@@ -1,13 +1,15 @@
-"""Is an HF warper's kept set a legal answer? Class counts bracketed by the oracle variant.
+"""Is an HF warper's kept set a legal answer? A ``Legal``, judged by the peers' one judge
+(``properties.peers.llama_cpp.legality``), built from the oracle variant.
 
 ``torch.sort`` is not stable on CPU, so which of equal scores a top-p / typical warper drops is
 unspecified: tokens are grouped into classes of equal pre-truncation scores (scores within 4 u of
-each other after the dtype's rounding are one class), and per class HF's kept count must lie
-between the oracle's at the thresholds moved by δ towards "keep fewer" and "keep more" (``shift``):
-the peers' one kept-set rule (``properties.peers.kept_set``, which judges llama.cpp's [must, may]
-sets too). δ = 0 in float64 (exact boundaries such as two equal logits at top_p = 0.5 are where
-"<=" versus "<" shows); in float32 ``delta_for`` gives the cumulative-sum and exp rounding. Where
-the counts equal the oracle's own, the probabilities are compared: ``PROB_TOL`` per dtype.
+each other after the dtype's rounding are one class, where any count is legal), and per class HF's
+kept count must lie between the oracle's at the thresholds moved by δ towards "keep fewer" and
+"keep more" (``shift``): the peers' one kept-set rule (``properties.peers.kept_set``). δ = 0 in
+float64 (exact boundaries such as two equal logits at top_p = 0.5 are where "<=" versus "<" shows);
+in float32 ``delta_for`` gives the cumulative-sum and exp rounding. Where the counts equal the
+oracle's own, the probabilities are compared as sorted values (tied tokens may trade places):
+``PROB_TOL`` per dtype; at another legal count the bracket is the whole verdict.
 """
 from __future__ import annotations
 
@@ -17,9 +19,12 @@ from typing import Callable
 
 import numpy as np
 
+from oracle.candidates import TokenDataArray
 from oracle.engines import transformers as o_hf
 from properties.numerics import mass_allowance, unit_roundoff
-from properties.peers.kept_set import class_counts, outside_bracket, tie_classes
+from properties.peers.kept_set import class_counts, tie_classes
+from properties.peers.llama_cpp.adapter import PeerOutput
+from properties.peers.llama_cpp.legality import Legal, check, unjudged
 
 PROB_TOL = {"float64": 1e-12, "float32": 1e-6}
 
@@ -44,32 +49,69 @@ def delta_for(dtype: str, row: np.ndarray) -> float:
     return mass_allowance(n, n, u) + float(np.abs(row[np.isfinite(row)]).max()) * u
 
 
+def _mask(ids: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=bool)
+    out[ids] = True
+    return out
+
+
+def answer(hf_out: np.ndarray) -> PeerOutput:
+    """HF's masked dense row in the judge's answer form: the surviving (finite) tokens in input
+    order, their scores and HF's probabilities (the softmax over the survivors); HF neither sorts
+    the row nor selects."""
+    ids = np.flatnonzero(np.isfinite(hf_out))
+    p = o_hf.softmax(hf_out)[ids] if ids.size else np.zeros(0)
+    return PeerOutput(ids, hf_out[ids], p, -1, False)
+
+
+def legal_kept(dtype: str, key: np.ndarray, oracle: Callable[[dict], np.ndarray], thresholds: dict,
+               params: dict, delta: float) -> Legal:
+    """Every legal HF answer: per tie class of ``key`` (the pre-truncation scores) a kept count
+    between the oracle's at the thresholds moved by δ; any kept scores, whose probabilities match
+    the oracle's as sorted values where every class count is the oracle's own."""
+    exact = oracle(params)
+    fewer, more = oracle(shift(params, thresholds, False, delta)), oracle(shift(params, thresholds, True, delta))
+    cls, merged = tie_classes(key, dtype)
+    kept = np.isfinite(exact)
+    counts, ids = class_counts(kept, cls), np.flatnonzero(kept)
+    p_exact = o_hf.softmax(exact)[ids]
+
+    def p(peer_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if not np.array_equal(class_counts(_mask(peer_ids, key.size), cls), counts):
+            return unjudged(peer_ids)  # another legal count: not the oracle's distribution to compare
+        # equal counts: as many finite-score tokens as the oracle keeps (it keeps no -inf score);
+        # any further ones HF kept have their p compared with 0
+        ref = np.concatenate((np.zeros(peer_ids.size - ids.size), np.sort(p_exact)))
+        return ref, np.full(peer_ids.size, PROB_TOL[dtype])
+
+    return Legal((0, key.size), "input", frozenset({False}), must=np.isfinite(fewer), may=np.isfinite(more),
+                 classes=cls, free=merged, logits=unjudged, p=p, p_unordered=True,
+                 oracle=TokenDataArray(ids, exact[ids], p_exact, n_vocab=key.size))
+
+
 @dataclass
 class KeptVerdict:
     why: str | None
     """Why HF's answer is not legal, or None."""
     outcome: str
     """"boundary_bracketed" (counts other than the oracle's, inside the bracket), "identical_sets"
-    or "tie_permuted" (the oracle's counts; the same tokens, or tied ones swapped)."""
+    or "tie_permuted" (the oracle's counts; the same tokens, or tied ones swapped); "rejected"."""
     prob_diff: float = 0.0
     """Largest difference of the sorted probabilities, where the counts are the oracle's."""
 
 
 def check_kept(name: str, dtype: str, hf_out: np.ndarray, key: np.ndarray, oracle: Callable[[dict], np.ndarray],
                thresholds: dict, params: dict, delta: float) -> KeptVerdict:
-    """Class counts bracketed by the oracle at the shifted thresholds; probabilities where exact."""
-    kept = np.isfinite(hf_out)
-    exact = oracle(params)
-    lo, hi = oracle(shift(params, thresholds, False, delta)), oracle(shift(params, thresholds, True, delta))
-    cls, merged = tie_classes(key, dtype)
-    bad = outside_bracket(kept, np.isfinite(lo), np.isfinite(hi), cls, free=merged)
-    if bad:
-        return KeptVerdict(f"{name}[{dtype}] kept counts per equal-score class (fewer, HF, more) outside the "
-                           f"bracket: {bad}; HF kept {np.flatnonzero(kept).tolist()}, oracle "
-                           f"{np.flatnonzero(np.isfinite(exact)).tolist()}", "outside")
-    if not np.array_equal(class_counts(kept, cls), class_counts(np.isfinite(exact), cls)):
+    """``legal_kept``'s ``Legal`` judged by the peers' one judge, with the outcome for the report."""
+    legal = legal_kept(dtype, key, oracle, thresholds, params, delta)
+    out = answer(hf_out)
+    verdict = check(legal, TokenDataArray.from_logits(key), out)
+    if not verdict.ok:
+        return KeptVerdict(f"{name}[{dtype}]: {verdict.why}; HF kept {out.ids.tolist()}, oracle "
+                           f"{legal.oracle.ids.tolist()}", "rejected")
+    if np.array_equal(out.ids, legal.oracle.ids):
+        return KeptVerdict(None, "identical_sets", verdict.p_ratio * PROB_TOL[dtype])
+    kept, kept_oracle = (_mask(a, key.size) for a in (out.ids, legal.oracle.ids))
+    if not np.array_equal(class_counts(kept, legal.classes), class_counts(kept_oracle, legal.classes)):
         return KeptVerdict(None, "boundary_bracketed")
-    outcome = "identical_sets" if np.array_equal(kept, np.isfinite(exact)) else "tie_permuted"
-    diff = float(np.abs(np.sort(o_hf.softmax(hf_out)) - np.sort(o_hf.softmax(exact))).max())
-    why = f"{name}[{dtype}]: probabilities differ by {diff:.3g} (> {PROB_TOL[dtype]})" if diff > PROB_TOL[dtype] else None
-    return KeptVerdict(why, outcome, diff)
+    return KeptVerdict(None, "tie_permuted", verdict.p_ratio * PROB_TOL[dtype])

@@ -111,7 +111,7 @@ def judge(name: str, dtype: str, hf_out: np.ndarray, key: np.ndarray, oracle, th
     verdict = check_kept(name, dtype, hf_out, key, oracle, thresholds, params, delta)
     stats = RESULTS.setdefault(f"{name}[{dtype}]", {"examples": 0, "identical_sets": 0, "tie_permuted": 0,
                                                     "boundary_bracketed": 0, "max_prob_diff": 0.0})
-    if verdict.outcome != "outside":
+    if verdict.outcome != "rejected":
         stats["examples"] += 1
         stats[verdict.outcome] += 1
         stats["max_prob_diff"] = max(stats["max_prob_diff"], verdict.prob_diff)
