@@ -5,7 +5,7 @@ A truncating sampler answers with a kept set. Each peer's builder derives the tw
 sets (llama.cpp: ``must`` and ``may`` from its float32 model, ``llama_cpp/legal_filters.py``;
 transformers: the oracle variant at thresholds moved towards keeping fewer and more tokens,
 ``transformers/legality.py``) and a partition of the tokens into classes, as fields of one
-``Legal``, which the peers' one judge (``llama_cpp/legality.py``) checks. Tokens a peer may
+``Legal``, which the peers' one judge (``properties/peers/legality.py``) checks. Tokens a peer may
 legally exchange (equal scores that an unstable sort orders either way) form one class, and within
 a class only how many are kept is judged, never which. With every token its own class
 (``singletons``) the rule is must ⊆ kept ⊆ may.

@@ -17,9 +17,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 import numpy as np
+
+from properties.peers.legality import PeerOutput  # the answer form the one judge reads
 
 TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
 PINNED_VERSION = "0.3.36"
@@ -53,16 +55,6 @@ def available() -> str | None:
     if version != PINNED_VERSION:
         return f"llama-cpp-python {version} is installed; the findings are pinned to {PINNED_VERSION}"
     return None
-
-
-class PeerOutput(NamedTuple):
-    """The array after ``apply``: entries [0, size) as llama.cpp left them (data pointer included)."""
-
-    ids: np.ndarray
-    logits: np.ndarray
-    p: np.ndarray
-    selected: int
-    sorted: bool
 
 
 class PeerSampler:

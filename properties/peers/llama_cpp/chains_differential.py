@@ -33,7 +33,7 @@ from hypothesis import assume, strategies as st
 from oracle.candidates import TokenDataArray
 from oracle.chain import Chain, SamplingParams, default_chain
 from properties.peers.llama_cpp import adapter as peer
-from properties.peers.llama_cpp.legality import FindingDomain, Unsupported, Verdict
+from properties.peers.legality import FindingDomain, Unsupported, Verdict
 from properties.peers.llama_cpp.legal import Drift
 from properties.peers.llama_cpp.streams import (PeerMismatch, Stream, StreamReport, judge_step, raw_state,
                                       state_of)

@@ -25,7 +25,7 @@ import numpy as np
 
 from oracle.candidates import TokenDataArray
 from oracle.samplers.base import Sampler
-from properties.peers.llama_cpp.legality import FindingDomain, Legal, Unsupported
+from properties.peers.legality import FindingDomain, Legal, Unsupported
 from properties.peers.llama_cpp.legal_filters import _identity
 from properties.peers.llama_cpp.legal_select import Drift
 from properties.samplers.records import BY_LLAMA_NAME

@@ -11,7 +11,7 @@ import numpy as np
 from oracle.candidates import TokenDataArray
 from properties.numerics import (F32_MIN_SUBNORMAL as TINY, U32 as U, cumulative_f32, entropy_f32, legal_stops,
                                  seq_sum_bound, softmax_f32, window_spread)
-from properties.peers.llama_cpp.legality import P_FLOOR, FindingDomain, Legal, Unsupported, dense, lookup
+from properties.peers.legality import P_FLOOR, FindingDomain, Legal, Unsupported, dense, lookup
 
 
 def _vocab(cur: TokenDataArray) -> int:

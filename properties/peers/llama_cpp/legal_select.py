@@ -17,9 +17,9 @@ import numpy as np
 from oracle.candidates import TokenDataArray
 from properties.numerics import (F32_MIN_SUBNORMAL as TINY, U32 as U, discrete_reachable, discrete_select, seq_sum_bound,
                                  softmax_f32)
-from properties.peers.llama_cpp.legality import P_FLOOR, FindingDomain, Legal, dense, lookup
+from properties.peers.legality import P_FLOOR, FindingDomain, Legal, dense, lookup
 from properties.peers.llama_cpp.legal_filters import _ranked, _sorted_view, _vocab
-from properties.peers.llama_cpp.adapter import PeerOutput
+from properties.peers.legality import PeerOutput
 
 _LN2 = math.log(2.0)
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from oracle.candidates import TokenDataArray, identity_ids
 from properties.peers.llama_cpp import adapter as peer
-from properties.peers.llama_cpp.legality import FindingDomain, Verdict, check
+from properties.peers.legality import FindingDomain, Verdict, check
 from properties.peers.llama_cpp.legal import Drift, legal_for
 from properties.samplers.record import SamplerRecord
 from properties.samplers.strategies import make_logits

@@ -24,7 +24,7 @@ if _REASON is not None and _REASON.startswith("llama_cpp is not importable"):
 
 from oracle.chain import SamplingParams  # noqa: E402
 from properties.peers.llama_cpp import findings  # noqa: E402
-from properties.peers.llama_cpp.legality import FindingDomain, Unsupported  # noqa: E402
+from properties.peers.legality import FindingDomain, Unsupported  # noqa: E402
 from properties.samplers.records import RECORDS as ALL_RECORDS  # noqa: E402
 from properties.peers.llama_cpp.chains_differential import chain_stream  # noqa: E402
 from properties.peers.llama_cpp.streams import Stream, raw_state, single_apply, stream  # noqa: E402

@@ -1,5 +1,5 @@
 """Is an HF warper's kept set a legal answer? A ``Legal``, judged by the peers' one judge
-(``properties.peers.llama_cpp.legality``), built from the oracle variant.
+(``properties.peers.legality``), built from the oracle variant.
 
 ``torch.sort`` is not stable on CPU, so which of equal scores a top-p / typical warper drops is
 unspecified: tokens are grouped into classes of equal pre-truncation scores (scores within 4 u of
@@ -23,8 +23,8 @@ from oracle.candidates import TokenDataArray
 from oracle.engines import transformers as o_hf
 from properties.numerics import mass_allowance, unit_roundoff
 from properties.peers.kept_set import class_counts, tie_classes
-from properties.peers.llama_cpp.adapter import PeerOutput
-from properties.peers.llama_cpp.legality import Legal, check, unjudged
+from properties.peers.legality import PeerOutput
+from properties.peers.legality import Legal, check, unjudged
 
 PROB_TOL = {"float64": 1e-12, "float32": 1e-6}
 

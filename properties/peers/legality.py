@@ -1,8 +1,9 @@
-"""Is llama.cpp's output for one ``apply`` a legal answer? The generic half of the judge.
+"""Is a peer's answer legal? The peers' one judge.
 
-``legal.py`` turns the oracle's float64 answer plus the float32 error model into a ``Legal``
+For llama.cpp's samplers, ``llama_cpp/legal.py`` turns the oracle's float64 answer plus the float32 error model into a ``Legal``
 description (which sizes, which order, which logits and p within which bounds, which selection);
-``check`` compares llama.cpp's actual ``PeerOutput`` against it and says what is wrong.
+``check`` compares the peer's actual ``PeerOutput`` (the candidate array after one ``apply``)
+against it and says what is wrong.
 
 Order rules: "ranked" outputs must match the oracle's ranking position by position on a key
 (logit, typicality score) up to the key's tolerance, so tied or near-tied tokens are
@@ -19,15 +20,24 @@ the oracle's).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, NamedTuple
 
 import numpy as np
 
 from oracle.candidates import TokenDataArray, identity_ids
 from properties.peers.kept_set import outside_bracket, singletons
-from properties.peers.llama_cpp.adapter import PeerOutput
 
 P_FLOOR = 1e-6  # the absolute p agreement asked for; the float model may allow more (see legal.py)
+
+
+class PeerOutput(NamedTuple):
+    """The array after ``apply``: entries [0, size) as llama.cpp left them (data pointer included)."""
+
+    ids: np.ndarray
+    logits: np.ndarray
+    p: np.ndarray
+    selected: int
+    sorted: bool
 
 
 class FindingDomain(Exception):
