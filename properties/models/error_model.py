@@ -16,10 +16,13 @@ ratios are stated in properties/models/README.md.
 Dot products use the probabilistic size √K·u·Σ|w·x| (mixed-sign terms, blocked SIMD or tree
 order; calibration.md §2); sums of positive terms (a norm's squares) use the worst case n·u.
 An RMSNorm's rounding is mostly one factor per row: every engine computes the row's Σx² and
-its rsqrt once (k terms worst case, then a few u), and only the two products x·scale·w round
-per element. Modelled as independent per-element noise of the row factor's size, a large norm
-weight (Gemma's reach ~300) would multiply a bound no correct engine comes near, and bugs of
-a few hundred u (an exact GELU for a tanh one) would pass as drift.
+its rsqrt once (k terms worst case, then a few u), and only the products x·scale·w round per
+element. So the model draws one factor per row (it reaches the next product whole, where
+independent per-element noise of the same size would partly average out) plus 3 u per element.
+Against the earlier model (independent per-element noise of the row factor's size), bounds move
+both ways on the same inputs: on the tiny llama F32 fixture l_out-0 328 → 452 u, ffn_out-0
+564 → 670 u; on the gemma2-layout drift model ffn_geglu-0 3,343 → 2,401 u but l_out-0
+3,223 → 4,457 u and the logit bound 3.9 → 7.5 (measured 2026-11-25).
 
 Engines
 - ``llama.cpp-cpu``: fp32 compute, plus what llama.cpp's CPU backend does on purpose: an
