@@ -134,12 +134,37 @@ def table(arch: str) -> list[tuple[str, str | None]]:
             for op in OP_ORDER]
 
 
+def graph_spelling(tensors: Mapping[str, object], arch: str | None) -> dict[str, object]:
+    """``tensors`` as named by llama.cpp's own graph for ``arch`` turned to the common names.
+    Some graphs name a tensor differently (``Arch.graph_aliases``: gemma4's rotated q is
+    ``Qcur_pos`` and its raw projection ``Qcur``; its ``attn_out`` is the attention residual). A
+    dump uses that spelling when it holds a name only that spelling has (``Qcur_pos-0``); then
+    every alias is renamed to its common name, and the names the graph gives to other tensors
+    under a common name (the raw ``Qcur``) are left out: the common run has no such tensor, and
+    comparing them with the rotated one would call a correct engine wrong. Otherwise unchanged."""
+    from oracle.models.architectures import ARCHS
+
+    aliases = dict(ARCHS[arch].graph_aliases) if arch in ARCHS else {}
+    own = {src for src in aliases if src not in OP_ORDER}
+    if not any(split_name(n)[0] in own for n in tensors):
+        return dict(tensors)
+    out: dict[str, object] = {}
+    for name, value in tensors.items():
+        op = split_name(name)[0]
+        if op in aliases:
+            out[aliases[op] + name[len(op):]] = value  # the layer suffix, if any, kept
+        elif op not in aliases.values():
+            out[name] = value
+    return out
+
+
 def normalise(tensors: Mapping[str, object], arch: str | None = None, strict: bool = True) -> dict[str, object]:
     """``tensors`` keyed by llama.cpp's names. ``strict``: a name that is neither naming is a
-    ValueError (else kept as it is); two names for one tensor are a ValueError either way."""
+    ValueError (else kept as it is); two names for one tensor are a ValueError either way.
+    llama.cpp's own spelling of ``arch``'s graph is recognised (``graph_spelling``)."""
     out: dict[str, object] = {}
     origin: dict[str, str] = {}
-    for name, value in tensors.items():
+    for name, value in graph_spelling(tensors, arch).items():
         g = to_graph_name(name, arch)
         if g is None:
             if strict:

@@ -313,3 +313,30 @@ def test_the_writers_in_the_docs_are_the_compiled_ones():
         assert blocks, f"no {lang} block in docs/parity.md"
         code = blocks[0].split("```")[0]
         assert code.strip() and code in (EXAMPLES / source).read_text(), lang
+
+
+def test_llama_cpp_own_gemma4_spelling_is_read_as_the_common_names(tmp_path, capsys):
+    """A gemma4 dump named as llama.cpp's own graph names it (rotated q/k ``Qcur_pos``/``Kcur_pos``,
+    raw projections ``Qcur``/``Kcur``, the attention residual ``attn_out``): the aliases are renamed
+    to the common names, the raw projections are left out (compared with the rotated q they would
+    call a correct engine wrong), and `layers` against the oracle's run finds no divergence."""
+    run = forward(runs.model("gemma4", "F32"), runs.TOKENS)
+    f32 = {k: v.astype(np.float32) for k, v in run.tensors.items()}
+    ref = tmp_path / "ref.npz"
+    np.savez(ref, tokens=run.tokens, **{("logits" if k == "result_output" else k): v for k, v in f32.items()})
+    spelled = {}
+    for k, v in f32.items():
+        op, _, layer = k.partition("-")
+        if op in ("Qcur", "Kcur"):
+            spelled[f"{op}_pos-{layer}"] = v
+            spelled[k] = v[:, ::-1].copy()  # llama.cpp's raw projection: another tensor under this name
+        elif op == "sa_out":
+            spelled[f"attn_out-{layer}"] = v
+        elif op != "attn_out":  # the common attn_out (the projection) has another name in this graph
+            spelled[k] = v
+    back = read_run(_write_npy_folder(tmp_path / "llama", spelled, run.tokens), "gemma4")
+    want = {k for k in f32 if not k.startswith("attn_out-")}
+    assert back.tensors.keys() == want, back.tensors.keys() ^ want
+    assert all(np.array_equal(back.tensors[k], f32[k]) for k in want)
+    rc, out = _layers(capsys, str(ref), str(tmp_path / "llama"), "--arch", "gemma4")
+    assert rc == 0 and "no tensor beyond" in out, out
