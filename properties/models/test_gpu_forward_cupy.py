@@ -10,7 +10,8 @@ from properties.models import runs
 from properties.models.checks import judge
 
 CASES = [("llama", "Q4_K", "float32"), ("qwen3", "Q8_0", "float32"), ("gemma2", "F32", "float32"),
-         ("gemma2", "F16", "float16")]
+         ("gemma2", "F16", "float16"), ("gemma3", "Q8_0", "float32"), ("gemma4", "BF16", "float16"),
+         ("gemma3n", "F32", "float32")]
 
 
 @pytest.mark.parametrize("arch, wtype, dtype", CASES, ids=str)
