@@ -11,6 +11,15 @@ draws must follow one CDF of its own final row (``properties.cdf_shape``). A vio
 stage: for a token kept, the first stage that drops it in every legal variant; for a token
 dropped that every stage keeps, the last stage that cuts on this row (whose cut the engine's
 disagrees with: its threshold, or the row handed to it, differs).
+
+Ties travel between stages: tokens with equal post-penalty logits are interchangeable in every
+later stage (top_k, top_p, min_p and temperature decide on values; only their tie-break looks at
+ids), so the engine's row is judged after a canonical relabelling (``properties.ties``): within
+each class of equal post-penalty logits, the tokens it kept are moved, values and all, to the
+class's lowest ids, the ids the oracle's own tie-break keeps. The stage paths then need carry
+only the lowest-id choice, and the count kept per class is still judged: a stage keeping one tied
+token too many lands on an id no legal path keeps. Without it, a top_p that legally kept the 7th
+of 8 tokens from another tied id was blamed on min_p (a no-op at m = 0) on the nightly.
 """
 from __future__ import annotations
 
@@ -20,6 +29,7 @@ import numpy as np
 
 from properties.numerics import F32_TINY, U32
 from properties.samplers.records import RECORDS_BY_NAME
+from properties.ties import NO_CLASS, canonical, logit_classes
 
 STAGES = ("penalties", "top_k", "top_p", "min_p", "temp")
 MAX_PATHS = 12  # distinct legal rows carried from one stage to the next
@@ -51,12 +61,14 @@ class Composed:
     final: np.ndarray
     """The oracle's final row along the exact path (float64, -inf dropped)."""
     pen_bound_u: np.ndarray
+    classes: np.ndarray
+    """Tie classes of the oracle's post-penalty row (``properties.ties.logit_classes``)."""
 
 
 def compose(row64: np.ndarray, cp: ChainParams) -> Composed:
     """Must/may survivor sets after each stage, over every legal path through the chain."""
     paths, musts, mays = [row64], [], []
-    pen_bound = np.zeros(row64.size)
+    pen_bound, classes = np.zeros(row64.size), logit_classes(row64)
     for name in STAGES:
         rec, params = RECORDS_BY_NAME[name], cp.stage(name)
         outs, must, may = [], np.ones(row64.size, bool), np.zeros(row64.size, bool)
@@ -70,7 +82,7 @@ def compose(row64: np.ndarray, cp: ChainParams) -> Composed:
             else:
                 y = rec.run_oracle(x, params, truncated=True).dense_logits(row64.size)
                 if name == "penalties" and i == 0:
-                    pen_bound = rec.transform_bound_u(x, params)
+                    pen_bound, classes = rec.transform_bound_u(x, params), logit_classes(y)
                 kept = np.isfinite(y)
                 must, may = must & kept, may | kept
                 outs.append(y)
@@ -81,16 +93,35 @@ def compose(row64: np.ndarray, cp: ChainParams) -> Composed:
                 seen.add(key)
                 paths.append(y)
         musts.append(must)
-        mays.append(may)
-    return Composed(musts, mays, paths[0], pen_bound)
+        # a tied token the stage's bracket allows but no path keeps: with the engine's row
+        # relabelled, the stage that kept one tied token too many is the one named
+        mays.append(may & np.logical_or.reduce([np.isfinite(y) for y in outs]))
+    return Composed(musts, mays, paths[0], pen_bound, classes)
+
+
+def canonical_row(out: np.ndarray, classes: np.ndarray) -> np.ndarray:
+    """``out`` with, in every tie class, its finite entries moved (in id order) to the class's
+    lowest ids: the engine's row as it would be had it broken ties as the oracle does."""
+    kept = np.isfinite(out)
+    dest = canonical(kept, classes)
+    moved = np.unique(classes[kept != dest])  # only classes partly kept off their lowest ids
+    res = out.copy()
+    for c in moved[moved != NO_CLASS]:
+        members = classes == c
+        src, to = np.flatnonzero(kept & members), np.flatnonzero(dest & members)
+        vals = out[src]
+        res[members] = -np.inf
+        res[to] = vals
+    return res
 
 
 def violation(out: np.ndarray, row64: np.ndarray, cp: ChainParams) -> str | None:
     """Why the engine's final row ``out`` (float32) is not a legal result of the chain, or None."""
-    c = compose(row64, cp)
-    kept = np.isfinite(out)
     if np.isnan(out).any() or np.isposinf(out).any():
         return f"the chain's output holds NaN or +inf at ids {np.flatnonzero(np.isnan(out) | np.isposinf(out))[:6].tolist()}"
+    c = compose(row64, cp)
+    out = canonical_row(out, c.classes)  # ids below are modulo ties: see the module docstring
+    kept = np.isfinite(out)
     for i, name in enumerate(STAGES):
         extra = np.flatnonzero(kept & ~c.may[i])
         if extra.size:
