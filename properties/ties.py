@@ -156,3 +156,10 @@ def rounding_classes(key: np.ndarray, dtype: str) -> tuple[np.ndarray, np.ndarra
             merged[cls] = True
         out[i], prev = cls, v
     return out, np.asarray(merged, dtype=bool)
+
+
+def underflowed(row: np.ndarray) -> np.ndarray:
+    """Finite tokens whose float32 probability is an underflowed zero (``float32_probs``): a stage
+    deciding on probabilities cannot tell them from masked ones."""
+    x = np.asarray(row, dtype=np.float64)
+    return np.isfinite(x) & (float32_probs(x) == 0)

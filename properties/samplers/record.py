@@ -122,6 +122,11 @@ class SamplerRecord:
     legal: Callable[[np.ndarray, Params], np.ndarray] | None = None
     """For selections: mask of tokens the impl may legally return (default: the oracle's union
     over ``variants``)."""
+    ties: Callable[[np.ndarray], np.ndarray] | None = None
+    """row -> tie class per token (``properties.ties``: ``logit_classes`` for a stage deciding on
+    logits, ``prob_classes`` for one deciding on probabilities): a kept set is judged by its count
+    per class, a selection modulo its class. None: no tie freedom (greedy's first maximum, dist's
+    CDF in token order, a transform)."""
     judge_state: Callable[["SamplerRecord", np.ndarray, Params, int, tuple], tuple[str | None, Any]] | None = None
     """For a stateful selector: (record, row, params, the token it chose, its further outputs) ->
     (why the updated state is wrong or None, an ErrorReport): every output is judged."""

@@ -23,6 +23,7 @@ from properties.peers.llama_cpp.legal_select import (_adaptive_p as _legal_adapt
 from properties.samplers import corners as c, windows as w
 from properties.samplers.record import ChainRole, LlamaRole, OrderRole, Params, SamplerRecord
 from properties.samplers.stateful import judge_mu
+from properties.ties import logit_classes, prob_classes
 from properties.samplers.strategies import (NO_UNDERFLOW, SORTABLE, dry_breakers, f32, floats32, peer_seed, per_row,
                                             token_history)
 
@@ -273,7 +274,7 @@ RECORDS: list[SamplerRecord] = [
         name="top_k", kind="filter", impl_name="top_k", build=lambda p, v: s.top_k(p["k"]),
         params=lambda b, v: _dict(k=per_row(st.one_of(st.sampled_from([-1, 0, 1, 2, 40, v, v + 3]),
                                                       st.integers(1, max(v, 1))), b, np.int64)),
-        impl=lambda impl, x, p: impl("top_k", x, p["k"]), key=_logit_key,
+        impl=lambda impl, x, p: impl("top_k", x, p["k"]), key=_logit_key, ties=logit_classes,
         noop=({"k": 0}, {"k": -5}), monotone=(("k", +1, 1),),
         tags=COUNT_FIXED,
         allowance="none beyond ties: tokens equal to the k-th logit are interchangeable, their count is not",
@@ -289,7 +290,7 @@ RECORDS: list[SamplerRecord] = [
         params=lambda b, v: _dict(p=per_row(_prob((0.0, 0.5, 0.9, 0.95, 1.0), 0.0, 1.0), b),
                                   min_keep=per_row(st.sampled_from([0, 1, 3]), b, np.int64)),
         impl=lambda impl, x, p: impl("top_p", x, p["p"], p["min_keep"]),
-        variants=w.mass_variants("top_p", w.descending), key=_logit_key, noop=({"p": 1.0, "min_keep": 0}, {"p": 1.5, "min_keep": 2}),
+        variants=w.mass_variants("top_p", w.descending), key=_logit_key, ties=prob_classes, noop=({"p": 1.0, "min_keep": 0}, {"p": 1.5, "min_keep": 2}),
         monotone=(("p", +1, -math.inf),), min_keep=True,
         tags=COUNT_FIXED,
         allowance="the crossing token may differ when the cumulative mass is within its window: each "
@@ -309,7 +310,7 @@ RECORDS: list[SamplerRecord] = [
         params=lambda b, v: _dict(p=per_row(_prob((0.0, 0.05, 0.1, 0.5, 1.0, 1.05), 0.0, 1.0), b),
                                   min_keep=per_row(st.sampled_from([0, 1, 3]), b, np.int64)),
         impl=lambda impl, x, p: impl("min_p", x, p["p"], p["min_keep"]),
-        variants=w.min_p_variants, key=_logit_key, noop=({"p": 0.0, "min_keep": 0}, {"p": -1.0, "min_keep": 3}),
+        variants=w.min_p_variants, key=_logit_key, ties=prob_classes, noop=({"p": 0.0, "min_keep": 0}, {"p": -1.0, "min_keep": 3}),
         monotone=(("p", -1, -math.inf),), min_keep=True,
         tags=COUNT_FIXED,
         allowance="tokens within u·max(|max + ln p| + 2|ln p| + 1, |ln p| + 8) of the threshold max + ln p "
@@ -327,7 +328,7 @@ RECORDS: list[SamplerRecord] = [
         params=lambda b, v: _dict(p=per_row(_prob((0.0, 0.5, 0.95, 1.0), 0.0, 1.0), b),
                                   min_keep=per_row(st.sampled_from([0, 1, 3]), b, np.int64)),
         impl=lambda impl, x, p: impl("typical", x, p["p"], p["min_keep"]),
-        variants=w.mass_variants("typical", w.typical_order), key=w.typical_key, noop=({"p": 1.0, "min_keep": 0},),
+        variants=w.mass_variants("typical", w.typical_order), key=w.typical_key, ties=prob_classes, noop=({"p": 1.0, "min_keep": 0},),
         monotone=(("p", +1, -math.inf),), min_keep=True,
         tags=COUNT_FIXED,
         allowance="the mass window as top_p (in typicality order); scores |-ln p - H| within each -ln p's "
@@ -343,7 +344,7 @@ RECORDS: list[SamplerRecord] = [
     SamplerRecord(
         name="top_n_sigma", kind="filter", impl_name="top_n_sigma", build=lambda p, v: s.top_n_sigma(p["n"]),
         params=lambda b, v: _dict(n=per_row(_prob((-1.0, 0.0, 0.5, 1.0, 2.0, 3.0), 0.0, 5.0), b)),
-        impl=lambda impl, x, p: impl("top_n_sigma", x, p["n"]), key=w.sigma_key, variants=w.sigma_variants,
+        impl=lambda impl, x, p: impl("top_n_sigma", x, p["n"]), key=w.sigma_key, variants=w.sigma_variants, ties=logit_classes,
         noop=({"n": 0.0}, {"n": -1.0}), monotone=(("n", +1, 1e-3),),
         allowance="tokens within u·(|max| + |thr| + nσ) + nσ·(θ_sq/2 + 3u + (δmean/σ)²/2) of max - n·σ "
                   "(θ_sq the squares' sum bound under the contract)",
@@ -360,7 +361,7 @@ RECORDS: list[SamplerRecord] = [
                                   min_keep=per_row(st.sampled_from([0, 1, 3]), b, np.int64),
                                   chance=per_row(floats32(0, 1, exclude_max=True), b, np.float32)),
         impl=lambda impl, x, p: impl("xtc", x, p["chance"], p["probability"], p["threshold"], p["min_keep"]),
-        variants=w.xtc_variants, key=_logit_key,
+        variants=w.xtc_variants, key=_logit_key, ties=prob_classes,
         noop=({"probability": 0.0, "threshold": 0.1, "min_keep": 0, "chance": 0.0},
               {"probability": 1.0, "threshold": 0.6, "min_keep": 0, "chance": 0.0}),
         min_keep=True, masked_are_candidates=False,
@@ -433,7 +434,7 @@ RECORDS: list[SamplerRecord] = [
                                   u=per_row(st.floats(0, 1, exclude_max=True), b),
                                   tau=per_row(st.sampled_from([3.0, 5.0]), b), eta=per_row(st.sampled_from([0.1, 1.0]), b)),
         impl=lambda impl, x, p: impl("mirostat_v2", x, p["mu"], p["u"], p["tau"], p["eta"]),
-        variants=w.mirostat_v2_variants, judge_state=judge_mu,
+        variants=w.mirostat_v2_variants, judge_state=judge_mu, ties=prob_classes,
         allowance="tokens whose surprise -log2 p is within (ρ at the cut)/ln 2 + 3u·mu of mu, or whose CDF boundary is "
                   "within the prefix-sum allowance of u; the updated mu within the float32 error of "
                   "mu - eta·(-log2 q - tau) for a legal survivor set (properties/samplers/stateful.py)",
