@@ -47,7 +47,7 @@ FAMILIES: dict[str, dict[str, Any]] = {
     "gemma2": {"rope": "neox", "act": "gelu", "sandwich": True, "scale_embd": True, "swa_period": 2,
                "attn_cap": True, "logit_cap": True, "wide_scale_at": 46},
     "gemma3": {"rope": "neox", "act": "gelu", "head_norm": True, "sandwich": True, "scale_embd": True,
-               "swa_period": 6, "swa_meta": True, "local_theta": 10000.0, "wide_scale_at": 62},
+               "swa_period": 6, "swa_meta": True, "local_theta": 10000.0, "logit_cap": True, "wide_scale_at": 62},
     "gemma4": {"rope": "neox", "act": "gelu", "head_norm": True, "value_norm": True, "sandwich": True,
                "scale_embd": True, "swa_meta": True, "local_theta": 10000.0, "logit_cap": True, "unit_scale": True,
                "global_freq_factors": True, "per_layer_embd": True, "layer_scale": True, "kv_sharing": True},
@@ -87,6 +87,16 @@ class Config:
     """0: local layers rotate like global ones."""
     kv_shared: int = 0
     ple_dim: int = 0
+    head_counts: tuple[int, ...] = ()
+    """Per layer: query heads, when the file gives an array (empty: ``heads`` everywhere)."""
+    kv_head_counts: tuple[int, ...] = ()
+    """Per layer: KV heads, when the file gives an array (empty: ``kv_heads`` everywhere)."""
+
+    def heads_at(self, layer: int) -> int:
+        return self.head_counts[layer] if self.head_counts else self.heads
+
+    def kv_heads_at(self, layer: int) -> int:
+        return self.kv_head_counts[layer] if self.kv_head_counts else self.kv_heads
 
     def is_local(self, layer: int) -> bool:
         return bool(self.local) and self.local[layer]
@@ -120,6 +130,15 @@ class Config:
                 "softcap": self.attn_cap}
 
 
+def _per_layer(v: Any, n_layers: int, what: str) -> tuple[int, ...]:
+    """One value per layer from a key that holds one number or a per-layer array."""
+    if isinstance(v, (list, tuple)):
+        if len(v) != n_layers:
+            raise ValueError(f"{what} has {len(v)} entries for {n_layers} layers")
+        return tuple(int(x) for x in v)
+    return (int(v),) * n_layers
+
+
 def _local_layers(family: str, n_layers: int, window: int, pattern: Any) -> tuple[bool, ...]:
     t = FAMILIES[family]
     if not window:
@@ -146,15 +165,20 @@ def _config(meta: dict[str, Any], vocab_rows: int) -> Config:
         if v is None and default is REQUIRED:
             raise ValueError(f"metadata key {family}.{key} is required and missing")
         vals[name] = default if v is None else v
-    heads = int(vals["heads"])
-    kv_heads = int(vals["kv_heads"] or heads)
+    n_layers = int(vals["n_layers"])
+    # head counts may be one number or one per layer (Gemma 4's global layers have their own KV heads);
+    # the KV count defaults to the query count, layer by layer
+    head_counts = _per_layer(vals["heads"], n_layers, "head_count")
+    kv_head_counts = _per_layer(vals["kv_heads"], n_layers, "head_count_kv") if vals["kv_heads"] else head_counts
+    heads, kv_heads = head_counts[0], kv_head_counts[0]
     head_dim = int(vals["head_dim"] or int(vals["d_model"]) // heads)
     if vals["rope_scaling"] not in ("none", "linear"):
         raise ValueError(f"rope scaling {vals['rope_scaling']!r} is not implemented (none, linear)")
     factor = float(vals["rope_factor"]) if vals["rope_scaling"] == "linear" else 1.0
-    if heads % kv_heads:
-        raise ValueError(f"{heads} heads cannot share {kv_heads} KV heads evenly")
-    n_layers, window = int(vals["n_layers"]), int(vals["sliding_window"])
+    for i, (hq, hkv) in enumerate(zip(head_counts, kv_head_counts)):
+        if hkv < 1 or hq % hkv:
+            raise ValueError(f"layer {i}: {hq} heads cannot share {hkv} KV heads evenly")
+    window = int(vals["sliding_window"])
     d_ff = vals["d_ff"]
     rope_dims = int(vals["rope_dims"] or head_dim)
     kv_shared = int(vals["kv_shared"]) if t.get("kv_sharing") else 0
@@ -176,7 +200,9 @@ def _config(meta: dict[str, Any], vocab_rows: int) -> Config:
                   rope_dims_local=int(vals["rope_dims_local"] or rope_dims),
                   rope_theta_local=float(vals["rope_theta_local"] or t["local_theta"]) if t.get("local_theta") else 0.0,
                   kv_shared=kv_shared,
-                  ple_dim=int(t.get("ple_width") or vals["ple_dim"]) if t.get("per_layer_embd") else 0)
+                  ple_dim=int(t.get("ple_width") or vals["ple_dim"]) if t.get("per_layer_embd") else 0,
+                  head_counts=head_counts if len(set(head_counts)) > 1 else (),
+                  kv_head_counts=kv_head_counts if len(set(kv_head_counts)) > 1 else ())
 
 
 class Checkpoint:

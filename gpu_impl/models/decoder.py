@@ -42,7 +42,7 @@ class Decoder:
         for i in range(self.cfg.n_layers):  # a layer sharing KV holds its owner's cache object
             owner = self.cfg.kv_owner(i)
             self.caches.append(self.caches[owner] if owner != i else
-                               ops.KVCache(self.cfg.kv_heads, self.cfg.dim_at(i), cap))
+                               ops.KVCache(self.cfg.kv_heads_at(i), self.cfg.dim_at(i), cap))
         self.n_past = 0
         self.ple: Any = None
         self.trace: dict[str, list[np.ndarray]] = {}
@@ -65,18 +65,18 @@ class Decoder:
     def _attend(self, i: int, h: Any, pos: Any) -> Any:
         """Attention of layer ``i`` over its KV cache: [T, heads·head_dim]."""
         c, o, w, t = self.cfg, self.ops, self.ckpt, h.shape[0]
-        b, hd = f"blk.{i}.", c.dim_at(i)
+        b, hd, nq, nkv = f"blk.{i}.", c.dim_at(i), c.heads_at(i), c.kv_heads_at(i)
         factors = w["rope_freqs.weight"] if c.traits.get("global_freq_factors") else None
         rope = c.rope_args(i, factors)
         if c.kv_owner(i) != i:  # q only; the owner layer already appended this step's keys
             self.where = ("Qcur", i)
-            q = self._store(o.matmul(h, w[b + "attn_q.weight"].T).reshape(t, c.heads, hd))
+            q = self._store(o.matmul(h, w[b + "attn_q.weight"].T).reshape(t, nq, hd))
             q = self._op("Qcur_normed", i, o.rms_norm, q, w[b + "attn_q_norm.weight"], c.eps)
             q = self._store(o.rope(q, pos, **rope))
             return self._op("kqv_out", i, o.attention_decode, self.caches[i], q, pos, **c.attn_args(i)).reshape(t, -1)
         self.where = ("qkv", i)
-        q, k, v = o.project_qkv(h, w[b + "attn_qkv.weight"], c.heads, c.kv_heads, hd)
-        want = [(t, c.heads, hd), (t, c.kv_heads, hd), (t, c.kv_heads, hd)]
+        q, k, v = o.project_qkv(h, w[b + "attn_qkv.weight"], nq, nkv, hd)
+        want = [(t, nq, hd), (t, nkv, hd), (t, nkv, hd)]
         if [tuple(a.shape) for a in (q, k, v)] != want:
             raise ValueError(f"project_qkv returned q/k/v of shapes {[tuple(a.shape) for a in (q, k, v)]}, "
                              f"expected {want}")

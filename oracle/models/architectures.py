@@ -15,8 +15,9 @@ Conventions taken from llama.cpp (src/models/*.cpp, llama-model.cpp, llama-hpara
   a sliding window on every even layer (pattern 2: layer il is SWA iff il % 2 == 0); the output
   projection is the embedding. GGUF stores Gemma's norm weights with the +1 already folded in
   (convert_hf_to_gguf adds it), so no unit offset is applied to a GGUF weight.
-- gemma3: gemma2's block with q/k head norms and no softcap at all (the sliding-window graph
-  applies neither the attention nor the final cap, whatever the metadata says); sliding-window
+- gemma3: gemma2's block with q/k head norms, no attention softcap, and the final cap only when
+  the metadata has ``final_logit_softcapping`` (the converter writes it for a model whose
+  sliding-window pattern is 1; llama.cpp's gemma3 graph caps with it, windowed or not); sliding-window
   layers in a period read from ``attention.sliding_window_pattern`` (default 6: five local, one
   global); local layers rotate with their own base (``rope.freq_base_swa``, default 10000) and no
   scaling, global layers with ``rope.freq_base`` and the linear ``rope.scaling``; q scaled by
@@ -50,7 +51,8 @@ Conventions taken from llama.cpp (src/models/*.cpp, llama-model.cpp, llama-hpara
   projected by ``altup_unembd_proj`` and rescaled to stream 0's norm.
 Generic (every architecture, llama-model.cpp): ``attention.key_length_swa`` and
 ``rope.dimension_count_swa`` give the local layers' head size and rotary dims (default: the
-global ones).
+global ones); ``attention.head_count`` and ``attention.head_count_kv`` may be per-layer arrays
+(get_key_or_arr: one entry per layer; head_count_kv defaults to head_count layer by layer).
 """
 from __future__ import annotations
 
@@ -115,7 +117,7 @@ ARCHS: dict[str, Arch] = {
     "gemma2": Arch(rope_mode="neox", mlp="geglu", post_norms=True, embed_scaled=True, swa_pattern=2,
                    attn_softcap=True, final_softcap=True, wide_scale_layers=46),
     "gemma3": Arch(rope_mode="neox", mlp="geglu", qk_norm=True, post_norms=True, embed_scaled=True, swa_pattern=6,
-                   swa_pattern_key=True, local_rope_base=10000.0, wide_scale_layers=62),
+                   swa_pattern_key=True, local_rope_base=10000.0, final_softcap=True, wide_scale_layers=62),
     "gemma4": Arch(rope_mode="neox", mlp="geglu", qk_norm=True, v_norm=True, post_norms=True, embed_scaled=True,
                    swa_pattern_key=True, local_rope_base=10000.0, final_softcap=True, q_scale_one=True,
                    rope_freqs=True, per_layer_inputs=True, output_scale=True, shared_kv=True,
@@ -163,6 +165,17 @@ class Hparams:
     """A per-layer sliding-window array from the metadata."""
     n_kv_shared: int = 0
     n_embd_per_layer: int = 0
+    heads: tuple[int, ...] | None = None
+    """Per-layer query head counts, when ``attention.head_count`` is an array (None: n_head everywhere)."""
+    kv_heads: tuple[int, ...] | None = None
+    """Per-layer KV head counts, when ``attention.head_count_kv`` is an array (Gemma 4's 26B/31B:
+    its global layers have their own ``num_global_key_value_heads``); None: n_head_kv everywhere."""
+
+    def n_head_of(self, layer: int) -> int:
+        return self.heads[layer] if self.heads is not None else self.n_head
+
+    def n_head_kv_of(self, layer: int) -> int:
+        return self.kv_heads[layer] if self.kv_heads is not None else self.n_head_kv
 
     @property
     def spec(self) -> Arch:
@@ -214,6 +227,17 @@ def _widest(v: Any) -> int:
     return int(max(v)) if isinstance(v, (list, tuple)) else int(v)
 
 
+def _per_layer(v: Any, n_layer: int, what: str) -> tuple[int, tuple[int, ...] | None]:
+    """(layer 0's value, the per-layer tuple or None) of a key that may be one value or an array
+    (llama.cpp's get_key_or_arr: an array must have one entry per layer)."""
+    if isinstance(v, (list, tuple)):
+        if len(v) != n_layer:
+            raise ValueError(f"{what} has {len(v)} entries for {n_layer} layers")
+        arr = tuple(int(x) for x in v)
+        return arr[0], arr
+    return int(v), None
+
+
 def _swa(kv: dict[str, Any], arch: str, n_layer: int) -> tuple[int | None, tuple[bool, ...] | None]:
     """(period, per-layer array) from ``attention.sliding_window_pattern``, when the arch reads it."""
     if not ARCHS[arch].swa_pattern_key:
@@ -234,22 +258,28 @@ def hparams(kv: dict[str, Any], n_vocab_rows: int) -> Hparams:
     if arch not in ARCHS:
         raise ValueError(f"unsupported architecture {arch!r}: the forward pass knows {sorted(ARCHS)}")
     spec = ARCHS[arch]
-    n_embd, n_head = int(_get(kv, arch, "embedding_length")), int(_get(kv, arch, "attention.head_count"))
-    n_head_kv = int(_get(kv, arch, "attention.head_count_kv", n_head))
+    n_embd, n_layer = int(_get(kv, arch, "embedding_length")), int(_get(kv, arch, "block_count"))
+    n_head, heads = _per_layer(_get(kv, arch, "attention.head_count"), n_layer, "attention.head_count")
+    # llama.cpp: head_count_kv defaults to head_count, layer by layer
+    n_head_kv, kv_heads = _per_layer(_get(kv, arch, "attention.head_count_kv", heads or n_head), n_layer,
+                                     "attention.head_count_kv")
+    if heads is not None and kv_heads is None:
+        kv_heads = (n_head_kv,) * n_layer
     head_dim = int(_get(kv, arch, "attention.key_length", n_embd // n_head))
     if int(_get(kv, arch, "attention.value_length", head_dim)) != head_dim:
         raise ValueError("key_length != value_length is not supported by the forward pass")
     head_dim_swa = int(_get(kv, arch, "attention.key_length_swa", head_dim))
     if int(_get(kv, arch, "attention.value_length_swa", head_dim_swa)) != head_dim_swa:
         raise ValueError("key_length_swa != value_length_swa is not supported by the forward pass")
-    if n_head % n_head_kv:
-        raise ValueError(f"head_count={n_head} is not a multiple of head_count_kv={n_head_kv}")
+    for il in range(n_layer):
+        hq, hkv = (heads or (n_head,) * n_layer)[il], (kv_heads or (n_head_kv,) * n_layer)[il]
+        if hkv < 1 or hq % hkv:
+            raise ValueError(f"layer {il}: head_count={hq} is not a multiple of head_count_kv={hkv}")
     n_rot = int(_get(kv, arch, "rope.dimension_count", head_dim))
     scaling = kv.get(f"{arch}.rope.scaling.type", "none")
     if scaling not in ("none", "linear"):
         raise ValueError(f"rope scaling {scaling!r} is not supported by the forward pass (none, linear)")
     factor = float(kv.get(f"{arch}.rope.scaling.factor", 1.0) or 1.0) if scaling == "linear" else 1.0
-    n_layer = int(_get(kv, arch, "block_count"))
     period, layers = _swa(kv, arch, n_layer)
     per_head = n_embd / n_head if n_layer == spec.wide_scale_layers else head_dim
     rope_base = float(kv.get(f"{arch}.rope.freq_base", 10000.0))
@@ -274,4 +304,5 @@ def hparams(kv: dict[str, Any], n_vocab_rows: int) -> Hparams:
         head_dim_swa=head_dim_swa, n_rot_swa=int(_get(kv, arch, "rope.dimension_count_swa", n_rot)),
         rope_base_swa=base_swa, swa_period=period, swa_layers=layers, n_kv_shared=n_shared,
         n_embd_per_layer=(spec.per_layer_dim or int(kv.get(f"{arch}.embedding_length_per_layer_input", 0) or 0))
-        if spec.per_layer_inputs else 0)
+        if spec.per_layer_inputs else 0,
+        heads=heads, kv_heads=kv_heads)

@@ -72,7 +72,7 @@ class State:
         for il in range(hp.n_layer):
             src = hp.kv_source(il)
             self.layers.append(self.layers[src] if src != il else
-                               ops.KVCache(hp.n_head_kv, hp.head_dim_of(il), cap))
+                               ops.KVCache(hp.n_head_kv_of(il), hp.head_dim_of(il), cap))
         self.n_past = 0
 
 
@@ -179,14 +179,15 @@ class _Pass:
         softmax attention; returns [T, n_head·head_dim]."""
         hp, spec, p, t = self.hp, self.hp.spec, f"blk.{il}.", a.shape[0]
         hd = hp.head_dim_of(il)
-        q = self.linear(a, p + "attn_q.weight", "").reshape(t, hp.n_head, hd)
+        q = self.linear(a, p + "attn_q.weight", "").reshape(t, hp.n_head_of(il), hd)
         if spec.qk_norm:
             q = self.norm(q, p + "attn_q_norm.weight", "Qcur_normed")
         rope = self.rope_args(il)
         q = self.rotate("Qcur", q, pos, rope)
         if hp.kv_source(il) == il:
-            k = self.linear(a, p + "attn_k.weight", "").reshape(t, hp.n_head_kv, hd)
-            v = (self.linear(a, p + "attn_v.weight", "Vcur").reshape(t, hp.n_head_kv, hd)
+            hkv = hp.n_head_kv_of(il)
+            k = self.linear(a, p + "attn_k.weight", "").reshape(t, hkv, hd)
+            v = (self.linear(a, p + "attn_v.weight", "Vcur").reshape(t, hkv, hd)
                  if self.m.has(p + "attn_v.weight") or not spec.shared_kv else k)
             if spec.qk_norm:
                 k = self.norm(k, p + "attn_k_norm.weight", "Kcur_normed")

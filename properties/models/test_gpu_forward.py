@@ -24,7 +24,7 @@ from properties.models.error_model import envelope
 from properties.profiles import current_profile
 
 # the float16 engine on each family's 16-bit fixture (F16, or BF16 for the Gemma 3/4 ones)
-CASES = [(a, w, "float32") for a, w in runs.MODELS] + [(a, gguf_gen.wtypes(a)[1], "float16") for a in gguf_gen.ARCHS]
+CASES = [(a, w, "float32") for a, w in runs.MODELS] + [(a, gguf_gen.wtypes(a)[1], "float16") for a in (*gguf_gen.ARCHS, *gguf_gen.LAYOUTS)]
 _DRAWS = settings(max_examples=60 if current_profile() == "nightly" else 6, deadline=None)
 
 

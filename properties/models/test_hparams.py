@@ -86,3 +86,67 @@ def test_llama_cpp_reads_the_missing_key_as_the_oracle_does(tmp_path, arch):
     _, first = compare(other.tensors, live, env.tensor_bounds())
     q0 = f"Qcur-{next(il for il in range(model.hp.n_layer) if model.hp.is_swa(il))}"
     assert first is not None and first.name == q0 and first.rel_err > 100 * first.threshold, first
+
+
+# ---- per-layer head counts (Gemma 4 with num_global_key_value_heads): one definition read by both passes ----
+
+def _kv(**over) -> dict:
+    """A minimal gemma4 key table (5 layers) with ``over`` replacing keys below "gemma4."."""
+    kv = {"general.architecture": "gemma4", "gemma4.embedding_length": 64, "gemma4.block_count": 5,
+          "gemma4.attention.head_count": 4, "gemma4.attention.head_count_kv": 2, "gemma4.feed_forward_length": 256,
+          "gemma4.attention.layer_norm_rms_epsilon": 1e-6, "gemma4.context_length": 256,
+          "gemma4.attention.key_length": 32}
+    return kv | {f"gemma4.{k.replace('__', '.')}": v for k, v in over.items()}
+
+
+def test_per_layer_head_counts_are_read_layer_by_layer():
+    """Arrays for head_count / head_count_kv give each layer its own counts in the oracle and in
+    gpu_impl's config (the crash of the first parity round: a TypeError on the array); a scalar
+    head_count_kv beside an array head_count applies to every layer; a missing head_count_kv is
+    head_count layer by layer, as llama.cpp reads it."""
+    from gpu_impl.models.checkpoint import _config
+    from oracle.models.architectures import hparams
+
+    hp = hparams(_kv(attention__head_count=[4, 4, 2, 4, 2], attention__head_count_kv=[2, 2, 1, 2, 1]), 300)
+    assert [hp.n_head_of(i) for i in range(5)] == [4, 4, 2, 4, 2]
+    assert [hp.n_head_kv_of(i) for i in range(5)] == [2, 2, 1, 2, 1]
+    cfg = _config(_kv(attention__head_count=[4, 4, 2, 4, 2], attention__head_count_kv=[2, 2, 1, 2, 1]), 300)
+    assert [cfg.heads_at(i) for i in range(5)] == [4, 4, 2, 4, 2] and [cfg.kv_heads_at(i) for i in range(5)] == [2, 2, 1, 2, 1]
+    hp = hparams(_kv(attention__head_count_kv=[2, 2, 1, 2, 1]), 300)
+    assert [hp.n_head_of(i) for i in range(5)] == [4] * 5 and hp.n_head_kv_of(2) == 1
+    kv = _kv(attention__head_count=[4, 4, 2, 4, 2])
+    del kv["gemma4.attention.head_count_kv"]
+    hp, cfg = hparams(kv, 300), _config(kv, 300)
+    assert [hp.n_head_kv_of(i) for i in range(5)] == [4, 4, 2, 4, 2] == [cfg.kv_heads_at(i) for i in range(5)]
+
+
+@pytest.mark.parametrize("over, message", [
+    ({"attention__head_count_kv": [2, 2, 1]}, "head_count_kv has 3 entries for 5 layers"),
+    ({"attention__head_count_kv": [2, 2, 3, 2, 2]}, "layer 2: head_count=4 is not a multiple of head_count_kv=3"),
+    ({"attention__head_count": [4, 4, 2, 4, 2], "attention__head_count_kv": 4},
+     "layer 2: head_count=2 is not a multiple of head_count_kv=4"),
+])
+def test_bad_per_layer_head_counts_are_one_clear_error(over, message):
+    from gpu_impl.models.checkpoint import _config
+    from oracle.models.architectures import hparams
+
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        hparams(_kv(**over), 300)
+    with pytest.raises(ValueError):
+        _config(_kv(**over), 300)
+
+
+def test_the_kv_heads_fixture_has_fewer_kv_heads_on_its_global_layers():
+    """The layout fixture with llama.cpp goldens (test_golden_parity.py) really has the arrays."""
+    hp = runs.model("gemma4_kv_heads", "F32").hp
+    assert hp.kv_heads == gguf_gen.GEMMA4_KV_HEADS and hp.heads == gguf_gen.GEMMA4_Q_HEADS
+    assert {hp.n_head_kv_of(i) for i in range(hp.n_layer) if not hp.is_swa(i)} == {1}
+
+
+def test_gemma3_without_window_reads_its_final_cap():
+    """A gemma3 file with no sliding window and a final softcap (the converter writes it for a
+    sliding-window pattern of 1): every layer global and the cap read, as llama.cpp's graph caps
+    (its golden: test_golden_parity.py); the base gemma3 fixture, which has no cap key, stays uncapped."""
+    hp = runs.model("gemma3_final_cap", "F32").hp
+    assert hp.final_softcap == gguf_gen.GEMMA3_FINAL_CAP and not any(hp.is_swa(i) for i in range(hp.n_layer))
+    assert runs.model("gemma3", "F32").hp.final_softcap == 0.0
