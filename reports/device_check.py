@@ -82,7 +82,8 @@ def device_check(args: argparse.Namespace) -> int:
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     steps: list[dict[str, Any]] = []
     if "smoke" not in skip:
-        steps.append(_pytest(["properties/gpu", "--hypothesis-profile", args.profile], out, "smoke", args.workers,
+        steps.append(_pytest(["properties/gpu", "--hypothesis-profile", args.profile,
+                              "--lc-results", str(out / "smoke-results.json")], out, "smoke", args.workers,
                              args.smoke_timeout))
     bench: dict[str, Any] = {}
     if "bench" not in skip:
@@ -123,6 +124,21 @@ def _bench(out: Path, timeout: int) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
+def _merge_smoke(results: dict[str, Any], smoke_path: Path) -> None:
+    """Add the smoke step's tests (``properties/gpu``, which the suite step leaves out) to the
+    suite's results, so the report's GPU backend area shows what ran instead of NOT RUN."""
+    try:
+        smoke = json.loads(smoke_path.read_text())
+    except (OSError, ValueError):
+        return
+    for key in ("tests", "worst_error", "examples"):
+        results.setdefault(key, []).extend(smoke.get(key) or [])
+    for name, table in (smoke.get("tables") or {}).items():
+        results.setdefault("tables", {}).setdefault(name, table)
+    if "meta" not in results and "meta" in smoke:
+        results["meta"] = smoke["meta"]
+
+
 def _report(out: Path, steps: list[dict[str, Any]], bench: dict[str, Any]) -> bool:
     from reports.render import render
     path = out / "results.json"
@@ -131,6 +147,7 @@ def _report(out: Path, steps: list[dict[str, Any]], bench: dict[str, Any]) -> bo
     except (OSError, ValueError):
         results = {"meta": {"impl": "gpu_impl", "backend": "cupy", "error": "the suite wrote no results"},
                    "tests": [], "worst_error": [], "examples": [], "tables": {}}
+    _merge_smoke(results, out / "smoke-results.json")
     tables = results.setdefault("tables", {})
     tables["gpu_device_check"] = [{k: v for k, v in s.items() if k != "failures"} for s in steps]
     if bench.get("timings"):

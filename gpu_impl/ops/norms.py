@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_impl.ops._tree import tree_mean
 from gpu_impl.ops._xp import array_module, f32, quiet, scalar
 
 
@@ -38,7 +39,7 @@ def _root_mean_square(xp, c: Any, eps: float) -> tuple[Any, Any]:
     s = xp.where(broken | (big == 0), xp.float32(1), big)
     with quiet():
         unit = c / s
-        rms = xp.sqrt(xp.mean(unit * unit, axis=-1, keepdims=True)) * s
+        rms = xp.sqrt(tree_mean(xp, unit * unit)) * s  # one tree per row: batch-invariant on CuPy too
     return xp.hypot(rms, xp.float32(eps) ** xp.float32(0.5)), broken
 
 
@@ -59,7 +60,7 @@ def layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5) 
     big = xp.abs(a).max(axis=-1, keepdims=True)
     s = xp.where(xp.isfinite(big) & (big > 0), big, xp.float32(1))
     with quiet():
-        mean = xp.mean(a / s, axis=-1, keepdims=True) * s
+        mean = tree_mean(xp, a / s) * s
         # a constant row is centred to exact zeros: its rounded mean must not invent a spread
         flat = a.max(axis=-1, keepdims=True) == a.min(axis=-1, keepdims=True)
         c = xp.where(flat, xp.float32(0), a - mean)

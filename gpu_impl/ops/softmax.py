@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpu_impl.ops._tree import tree_sum
 from gpu_impl.ops._xp import array_module, f32, quiet, scalar
 
 
@@ -48,7 +49,7 @@ def softmax(x: Any, axis: int = -1, scale: float = 1.0, mask: Any = None) -> Any
     d, undefined = _shift(xp, z, axis)
     with quiet():
         e = xp.exp(d)
-        p = e / e.sum(axis=axis, keepdims=True)
+        p = e / tree_sum(xp, e, axis)  # one tree per row: batch-invariant on CuPy too
     return xp.where(undefined, xp.float32(xp.nan), p)
 
 
@@ -56,5 +57,5 @@ def log_softmax(x: Any, axis: int = -1, scale: float = 1.0, mask: Any = None) ->
     xp, z, axis = _logits(x, axis, scale, mask)
     d, undefined = _shift(xp, z, axis)
     with quiet():
-        out = d - xp.log(xp.exp(d).sum(axis=axis, keepdims=True))
+        out = d - xp.log(tree_sum(xp, xp.exp(d), axis))
     return xp.where(undefined, xp.float32(xp.nan), out)

@@ -87,9 +87,18 @@ def hunt_and_replay(mutant: "Mutant", domain: "Domain", backend: str, table: str
     recording.table(table, list(rows.values()))
     kill = found.first_kill
     assert kill is not None, f"{mutant.name} survived every {domain.name} property"
+    assert_property_kill(mutant.name, kill)
     assert not any(r.killed for r in replays), f"the kill of {mutant.name} also fails the unmutated module: " \
                                                f"{replays[0].why[:300]}"
     return kill
+
+
+def assert_property_kill(name: str, kill: "Result") -> None:
+    """A kill counts only when the property said no (a ``Failure``): a mutant that dies of a
+    TypeError or an implicit CuPy -> NumPy conversion is not backend-portable, and a property body
+    that crashes on it has judged nothing."""
+    assert kill.failure, (f"{name} was killed by {kill.property} with an exception, not by the property's "
+                          f"verdict: {kill.why[:300]}")
 
 
 def kill_record(mutant: "Mutant", found: "Hunt") -> dict[str, Any]:

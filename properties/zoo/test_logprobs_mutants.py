@@ -26,23 +26,28 @@ def _module(base: types.ModuleType, name: str, **fns) -> types.ModuleType:
 def _zero(base):
     def top_n(logits, n):
         ids, lps = base.logprobs_top_n(logits, n)
-        return ids, np.zeros_like(lps)
+        return ids, np.zeros_like(lps)  # CuPy's own zeros on CuPy (__array_function__)
     return _module(base, "logprob_zero", logprobs_top_n=top_n,
                    logprobs_of=lambda logits, ids: np.zeros_like(base.logprobs_of(logits, ids)))
 
 
+def _host(x) -> np.ndarray:
+    """A float32 host copy of a NumPy or CuPy array (the mutant runs on every backend)."""
+    return np.asarray(x.get() if hasattr(x, "get") else x, dtype=np.float32)
+
+
 def _raw_for_processed(base):
-    seen: dict[bytes, np.ndarray] = {}
+    seen: dict[bytes, object] = {}
 
     def chained(name):
         def f(logits, *args):
             out = getattr(base, name)(logits, *args)
-            seen[np.asarray(out, dtype=np.float32).tobytes()] = np.asarray(logits, dtype=np.float32).copy()
+            seen[_host(out).tobytes()] = logits.copy()  # kept on the backend it came from
             return out
         return f
 
     def raw(logits):
-        return seen.get(np.asarray(logits, dtype=np.float32).tobytes(), logits)
+        return seen.get(_host(logits).tobytes(), logits)
 
     return _module(base, "raw_for_processed", vllm_chain=chained("vllm_chain"), hf_chain=chained("hf_chain"),
                    llama_cpp_chain=chained("llama_cpp_chain"),
@@ -52,7 +57,7 @@ def _raw_for_processed(base):
 
 def _tile_duplicates(base, tile: int = 256):
     def top_n(logits, n):
-        x = np.asarray(logits, dtype=np.float32)
+        x = _host(logits)  # the tiles are walked on the host, on every backend
         B, V = x.shape
         all_ids, all_lps = base.logprobs_top_n(x, V)
         lp = np.empty_like(x)

@@ -18,7 +18,7 @@ import pytest
 
 from properties import recording
 from properties.zoo import DOMAINS, domain
-from properties.zoo.runner import Hunt, Mutant, control, hunt
+from properties.zoo.runner import Hunt, Mutant, assert_property_kill, control, hunt
 
 _TABLES: dict[str, dict[str, dict]] = {}
 
@@ -48,6 +48,7 @@ def test_mutant_is_killed(backend, name: str, mutant: Mutant):
     calls = "any function" if mutant.replaces is None else ", ".join(sorted(mutant.replaces))
     assert found.killed, (f"mutant {mutant.name} ({mutant.description}) survived every {name} property that calls "
                           f"{calls} ({found.budget} examples each): {[r.property for r in found.results]}")
+    assert_property_kill(mutant.name, found.first_kill)
 
 
 @pytest.mark.parametrize("name", DOMAINS)
