@@ -13,6 +13,14 @@ A run is one of:
   (``model.layers.3``; ``logitcheck names``); an unknown name is an error. Token ids, when given:
   ``tokens.npy`` (integers) or ``tokens.txt`` (integers separated by spaces, commas or newlines).
 
+In both a .npz and a folder, an HF-style module name with no llama.cpp graph tensor (``q_proj``:
+its output precedes RoPE; gemma4's ``lm_head``: a final softcap follows it) is skipped and listed
+in ``Run.skipped``, never an error and never compared.
+
+One batch-axis rule for every reader: a tensor with three or more axes whose first axis is 1 and
+whose second is the run's token count (``tokens``, else the logits' rows) is transformers'
+``[batch 1, tokens, …]`` and loses its batch axis; logits ``[1, tokens, vocab]`` likewise.
+
 Every tensor is returned as ``[first axis, everything else]`` (a vector as one row), the layout
 the comparison reads: the first axis is the token. One exception, where the architecture is known:
 an AltUp tensor holding every stream (``names.STREAM_OPS``: gemma3n's ``l_out-N`` =
@@ -24,7 +32,7 @@ NaN included: what a non-finite value means is the comparison's business.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +51,8 @@ class Run:
     tensors: dict[str, np.ndarray]
     """llama.cpp graph name -> [tokens, features]."""
     tokens: np.ndarray | None
+    skipped: list[str] = field(default_factory=list)
+    """HF-style names in the run with no llama.cpp graph tensor: left out of every comparison."""
 
     def logits(self, where: Path) -> np.ndarray:
         if "result_output" not in self.tensors:
@@ -59,12 +69,35 @@ def _rows(a: np.ndarray, what: str) -> np.ndarray:
     return a.reshape(1, -1) if a.ndim == 1 else a.reshape(a.shape[0], -1)
 
 
-def _token_major(tensors: dict[str, np.ndarray], arch: str | None, where: object) -> dict[str, np.ndarray]:
-    """``tensors`` (llama.cpp names) as ``[tokens, features]``; stream-major AltUp tensors transposed."""
+def _n_tokens(tensors: dict[str, np.ndarray], tokens: np.ndarray | None) -> int | None:
+    """The run's token count: its token ids', else its logits' rows (after a batch axis of 1)."""
+    if tokens is not None:
+        return int(tokens.size)
+    lg = tensors.get("result_output")
+    if lg is None:
+        return None
+    lg = np.asarray(lg)
+    return int(lg.shape[1]) if lg.ndim == 3 and lg.shape[0] == 1 else (int(lg.shape[0]) if lg.ndim >= 1 else None)
+
+
+def without_batch_axis(a: np.ndarray, n_tokens: int | None) -> np.ndarray:
+    """``a`` without a leading batch axis of 1 (``[1, tokens, …]``, three or more axes)."""
+    if n_tokens is not None and a.ndim >= 3 and a.shape[0] == 1 and a.shape[1] == n_tokens:
+        return a.reshape(a.shape[1:])
+    return a
+
+
+def _token_major(tensors: dict[str, np.ndarray], arch: str | None, where: object,
+                 tokens: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """``tensors`` (llama.cpp names) as ``[tokens, features]``; stream-major AltUp tensors
+    transposed, a batch axis of 1 dropped."""
     streams = ARCHS[arch].altup_streams if arch in ARCHS else 0
+    n_tokens = _n_tokens(tensors, tokens)
     out = {}
     for name, a in tensors.items():
         a = np.asarray(a)
+        if not (streams and split_name(name)[0] in STREAM_OPS):
+            a = without_batch_axis(a, n_tokens)
         if streams and a.ndim >= 3 and split_name(name)[0] in STREAM_OPS:
             if a.shape[0] != streams or (a.ndim == 4 and a.shape[1] != 1) or a.ndim > 4:
                 raise ValueError(f"{where}[{name}]: shape {a.shape}: an AltUp tensor with {a.ndim} axes must be "
@@ -87,7 +120,9 @@ def _npz(path: Path, arch: str | None) -> Run:
         tokens = _tokens_of(z["tokens"], f"{path}[tokens]") if "tokens" in z.files else None
     if "logits" in floats:  # llama.cpp's graph output as well as its logits (a golden): the same values
         floats.pop("result_output", None)
-    return Run(_token_major(normalise(floats, arch, strict=False), arch, path), tokens)
+    skipped: list[str] = []
+    named = normalise(floats, arch, strict=False, skipped=skipped)
+    return Run(_token_major(named, arch, path, tokens), tokens, skipped)
 
 
 def read_shapes(path: Path) -> dict[str, tuple[int, ...]]:
@@ -138,8 +173,13 @@ def _folder(folder: Path, arch: str | None) -> Run:
         raise ValueError(f"{folder}: {', '.join(unlisted)} not listed in {SHAPES} (a raw file needs its shape)")
     if not arrays:
         raise ValueError(f"{folder}: no tensors (NAME.npy files, or raw NAME.f32 files listed in {SHAPES})")
-    tensors = _token_major(normalise(arrays, arch, strict=True), arch, folder)
-    return Run(tensors, _folder_tokens(folder))
+    skipped: list[str] = []
+    named = normalise(arrays, arch, strict=True, skipped=skipped)
+    if not named:
+        raise ValueError(f"{folder}: no tensor with a llama.cpp graph name (skipped, no graph tensor: "
+                         f"{', '.join(skipped)})")
+    tokens = _folder_tokens(folder)
+    return Run(_token_major(named, arch, folder, tokens), tokens, skipped)
 
 
 def _folder_tokens(folder: Path) -> np.ndarray | None:
@@ -168,6 +208,7 @@ def read_run(path: Path, arch: str | None = None) -> Run:
         raise ValueError(f"{path}: not a run (.npz from 'logitcheck forward', .npy logits, or a folder of "
                          f".npy / raw float32 files) ({exc.__class__.__name__})") from None
     if isinstance(z, np.ndarray):
-        return Run({"result_output": _rows(z, str(path))}, None)
+        return Run({"result_output": _rows(without_batch_axis(z, _n_tokens({"result_output": z}, None)), str(path))},
+                   None)
     z.close()
     return _npz(path, arch)

@@ -61,9 +61,9 @@ def add_subcommands(sub: Any) -> None:
     la.add_argument("--error-model", choices=ERROR_MODELS, default=None,
                     help="instead of one threshold, give every tensor the bound of this engine's error model "
                          "(needs --model; REF must be the oracle's run of the same tokens)")
-    for parser in (p, la):
-        parser.add_argument("--arch", default=None,
-                            help="the architecture whose HF-style names the runs use (default: --model's, if given)")
+    p.add_argument("--arch", default=None, help="the architecture whose HF-style names the runs use")
+    la.add_argument("--arch", default=None,
+                    help="the architecture whose HF-style names the runs use (default: --model's, if given)")
     nm = sub.add_parser("names", help="the map from llama.cpp's graph names to HF-style module names",
                         description="Print, per architecture, llama.cpp's graph name of every intermediate and "
                                     "the HF-style module name whose output is the same tensor; dumps may use either.")
@@ -132,7 +132,24 @@ def _run(path: Path, args: argparse.Namespace) -> Any:
 
 def _load_logits(path: Path, args: argparse.Namespace) -> tuple[np.ndarray, np.ndarray | None]:
     run = _run(path, args)
+    _say_skipped(path, run)
     return run.logits(path), run.tokens
+
+
+def _say_skipped(path: Path, run: Any) -> None:
+    if run.skipped:
+        print(f"{path}: skipped {len(run.skipped)} HF-style name(s) with no llama.cpp graph tensor: "
+              + ", ".join(run.skipped))
+
+
+def _same_tokens(ref: np.ndarray | None, test: np.ndarray | None) -> np.ndarray | None:
+    """The runs' token ids (either's where one has none); ValueError where both have them and they differ."""
+    if ref is not None and test is not None and not np.array_equal(ref, test):
+        n = min(ref.size, test.size)
+        at = next((i for i in range(n) if ref[i] != test[i]), n)
+        raise ValueError(f"REF and TEST were run on different tokens ({ref.size} and {test.size} ids, first "
+                         f"difference at position {at}): their tensors cannot be compared")
+    return ref if ref is not None else test
 
 
 def parity(args: argparse.Namespace) -> int:
@@ -151,9 +168,7 @@ def parity(args: argparse.Namespace) -> int:
         res = compare(base.logprobs, test, base.next_tokens(), ref_is_logprob=True, floor=kld_base.FLOOR)
     else:
         ref, r_tokens = _load_logits(args.ref, args)
-        if r_tokens is not None and t_tokens is not None and not np.array_equal(r_tokens, t_tokens):
-            raise ValueError("REF and TEST were run on different tokens")
-        tokens = r_tokens if r_tokens is not None else t_tokens
+        tokens = _same_tokens(r_tokens, t_tokens)
         res = compare(ref, test, None if tokens is None else tokens[1:])
     s = res.summary()
     print("\n".join(report_lines(s)))
@@ -174,6 +189,9 @@ def layers(args: argparse.Namespace) -> int:
 
     threshold: Any = args.threshold
     ref, test = _run(args.ref, args), _run(args.test, args)
+    _same_tokens(ref.tokens, test.tokens)
+    for path, r in ((args.ref, ref), (args.test, test)):
+        _say_skipped(path, r)
     if args.error_model is not None:
         if args.model is None:
             raise ValueError("--error-model needs --model (the GGUF both runs used)")
@@ -223,15 +241,29 @@ def names(args: argparse.Namespace) -> int:
     from oracle.models.names import ALIASES, HF_NAMES, table
 
     archs = list(HF_NAMES) if args.arch is None else [args.arch]
-    tables = [table(a) for a in archs]  # ValueError for an architecture with no map
-    width = max(len(h or "") for t in tables for _, h in t) + 2
-    print(f"{'llama.cpp':<18}" + "".join(f"{a:<{width}}" for a in archs) + "what")
-    for i, (graph, _) in enumerate(tables[0]):
-        op = graph.removesuffix("-N")
-        print(f"{graph:<18}" + "".join(f"{t[i][1] or '-':<{width}}" for t in tables) + OP_WHAT.get(op, op))
-    print("-: no module returns this tensor; dump it under the llama.cpp name. Also accepted: " +
-          ", ".join(f"{k} = {v}" for k, v in ALIASES.items()) + ". N: the layer, from 0.")
+    print("\n".join(names_lines(archs)))
     return 0
+
+
+def names_lines(archs: list[str]) -> list[str]:
+    """The name map of ``archs`` as aligned text: one row per graph tensor any of them has, one
+    column per architecture (its HF-style name; "-": no module returns it; blank: the architecture
+    has no such tensor); every column as wide as its longest entry."""
+    from oracle.models.layers import OP_WHAT, OP_ORDER
+    from oracle.models.names import ALIASES, table
+
+    tables = [dict(table(a)) for a in archs]  # ValueError for an architecture with no map
+    graphs = [g for op in OP_ORDER for g in (op, f"{op}-N") if any(g in t for t in tables)]
+    cells = [[g] + [("-" if t[g] is None else t[g]) if g in t else "" for t in tables] for g in graphs]
+    head = ["llama.cpp", *archs]
+    widths = [max(len(r[i]) for r in [head, *cells]) + 2 for i in range(len(head))]
+    fmt = lambda row: "".join(f"{c:<{w}}" for c, w in zip(row, widths))
+    out = [fmt(head) + "what"]
+    out += [fmt(r) + OP_WHAT.get(r[0].removesuffix("-N"), r[0].removesuffix("-N")) for r in cells]
+    out.append("-: no module returns this tensor; dump it under the llama.cpp name; blank: the architecture has no "
+               "such tensor. Also accepted: " + ", ".join(f"{k} = {v}" for k, v in ALIASES.items()) +
+               ". N: the layer, from 0.")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,6 +26,8 @@ from __future__ import annotations
 import re
 from typing import Mapping
 
+import numpy as np
+
 from oracle.models.layers import OP_ORDER, split_name
 
 LAYER = "model.layers.{i}"
@@ -124,14 +126,49 @@ def to_graph_name(name: str, arch: str | None = None) -> str | None:
     return found[next(iter(HF_NAMES))]
 
 
+def arch_ops(arch: str) -> frozenset[str]:
+    """The graph ops a forward pass of ``arch`` names (the oracle's, gpu_impl's and llama.cpp's
+    names together), from the architecture's record: what each flag of ``Arch`` adds to a decoder
+    block. ``properties/models/test_dumps.py`` checks it against the ops the passes really name."""
+    from oracle.models.architectures import ARCHS
+
+    if arch not in ARCHS:
+        raise ValueError(f"unknown architecture {arch!r} (known: {', '.join(ARCHS)})")
+    a = ARCHS[arch]
+    ops = {"embd", "attn_norm", "Qcur", "Kcur", "Vcur", "kqv_out", "attn_out", "ffn_norm", "ffn_gate", "ffn_up",
+           "ffn_out", "l_out", "result_norm", "result_output", f"ffn_{a.mlp}"}
+    ops |= {"inp_scaled"} if a.embed_scaled else set()
+    ops |= {"Qcur_normed", "Kcur_normed"} if a.qk_norm else set()
+    ops |= {"Vcur_normed"} if a.v_norm else set()
+    ops |= {"attn_post_norm", "sa_out", "ffn_post_norm"} if a.post_norms else {"ffn_inp"}
+    if a.per_layer_inputs:
+        ops |= {"per_layer_proj", "inp_per_layer", "pe_gate", "pe_geglu", "pe_proj", "per_layer_embd_out"}
+    if a.altup_streams:
+        ops |= {"inp_stacked", "predictions", "laurel_out", "attn_gated", "attn_laurel", "attn_ffw_laurel_gated",
+                "innovation", "corrected", "altup_first", "unembd_merged"}
+        ops |= {"ffn_gate_sparse"} if a.sparse_layers else set()
+        ops -= {"sa_out"}  # the attention residual is attn_gated (stream 0)
+    elif a.per_layer_inputs:
+        ops |= {"pe_in", "pe_out"}
+    if a.output_scale:
+        ops |= {"res_out", "out_scaled"}
+    return frozenset(ops)
+
+
 def table(arch: str) -> list[tuple[str, str | None]]:
-    """(llama.cpp name, HF-style name or None) for every op in graph order, a block's layer
-    written N in both (``l_out-N``, ``model.layers.N``)."""
+    """(llama.cpp name, HF-style name or None) for every op ``arch``'s graph has, in graph order,
+    a block's layer written N in both (``l_out-N``, ``model.layers.N``)."""
     if arch not in HF_NAMES:
         raise ValueError(f"no HF-style names are mapped for architecture {arch!r} (mapped: {', '.join(HF_NAMES)})")
-    hf = HF_NAMES[arch]
+    hf, have = HF_NAMES[arch], arch_ops(arch)
     return [(f"{op}-N" if op in _BLOCK_OPS else op, hf[op].replace("{i}", "N") if op in hf else None)
-            for op in OP_ORDER]
+            for op in OP_ORDER if op in have]
+
+
+def is_hf_style(name: str) -> bool:
+    """A transformers module path (``model.layers.3.self_attn.q_proj``, ``lm_head``): a name no
+    llama.cpp graph uses (its names have no dots)."""
+    return "." in name or name == "lm_head"
 
 
 def graph_spelling(tensors: Mapping[str, object], arch: str | None) -> dict[str, object]:
@@ -146,7 +183,7 @@ def graph_spelling(tensors: Mapping[str, object], arch: str | None) -> dict[str,
 
     aliases = dict(ARCHS[arch].graph_aliases) if arch in ARCHS else {}
     own = {src for src in aliases if src not in OP_ORDER}
-    if not any(split_name(n)[0] in own for n in tensors):
+    if not any(split_name(n)[0] in own for n in tensors) and not _spelled_without_own_names(tensors, aliases):
         return dict(tensors)
     out: dict[str, object] = {}
     for name, value in tensors.items():
@@ -158,14 +195,55 @@ def graph_spelling(tensors: Mapping[str, object], arch: str | None) -> dict[str,
     return out
 
 
-def normalise(tensors: Mapping[str, object], arch: str | None = None, strict: bool = True) -> dict[str, object]:
+RESIDUAL_MATCH = 0.05
+"""How close (max |Δ| over max |value|) a dumped ``attn_out`` must be to ``attn_post_norm`` plus
+the block's input to be read as the attention residual. Either reading differs from the other by
+the block's input, of the order of the value itself; an engine's rounding of the sum, bfloat16's
+2^-8 included, stays far below 5 %."""
+
+
+def _spelled_without_own_names(tensors: Mapping[str, object], aliases: Mapping[str, str]) -> bool:
+    """Is a dump without the names only llama.cpp's spelling has (``Qcur_pos``) in that spelling?
+    Where both spellings use a name for different tensors (gemma4's ``attn_out``: the attention
+    residual in llama.cpp's graph, the output projection in the common names) and the dump lacks
+    the other name (``sa_out``), the values decide: the residual is ``attn_post_norm`` plus the
+    block's input (``l_out`` of the layer before, ``inp_scaled`` before layer 0). ValueError, with
+    the reason, where the dump holds too little to tell."""
+    clash = {src: dst for src, dst in aliases.items() if src in OP_ORDER}
+    for name in tensors:
+        op, layer = split_name(name)
+        if op not in clash or f"{clash[op]}-{layer}" in tensors:
+            continue
+        inp = f"l_out-{layer - 1}" if layer > 0 else "inp_scaled"
+        post = f"attn_post_norm-{layer}"
+        if post not in tensors or inp not in tensors:
+            raise ValueError(
+                f"{name!r} is ambiguous: in llama.cpp's own graph of this architecture it is the attention "
+                f"residual ({clash[op]}), in the common names the attention output projection; the dump has no "
+                f"Qcur_pos/Kcur_pos (llama.cpp's spelling) and no {clash[op]}-{layer}, nor {post} and {inp} to "
+                f"tell them apart by value: rename it ({clash[op]}-{layer} for the residual) or dump those too")
+        a, b, x = (np.asarray(tensors[n], np.float64).reshape(-1) for n in (name, post, inp))
+        if not (a.size == b.size == x.size and np.isfinite(a).all()):
+            raise ValueError(f"{name!r} is ambiguous (attention residual or output projection) and its size or "
+                             f"values do not allow telling by value: rename it or dump Qcur_pos/Kcur_pos too")
+        return bool(np.abs(a - (b + x)).max() <= RESIDUAL_MATCH * max(np.abs(a).max(), 1e-300))
+    return False
+
+
+def normalise(tensors: Mapping[str, object], arch: str | None = None, strict: bool = True,
+              skipped: list[str] | None = None) -> dict[str, object]:
     """``tensors`` keyed by llama.cpp's names. ``strict``: a name that is neither naming is a
     ValueError (else kept as it is); two names for one tensor are a ValueError either way.
-    llama.cpp's own spelling of ``arch``'s graph is recognised (``graph_spelling``)."""
+    ``skipped``: an HF-style module name with no graph tensor (``q_proj``, whose output precedes
+    RoPE; ``lm_head`` before a final softcap) is left out and listed there instead, with or
+    without ``strict``. llama.cpp's own spelling of ``arch``'s graph is recognised (``graph_spelling``)."""
     out: dict[str, object] = {}
     origin: dict[str, str] = {}
     for name, value in graph_spelling(tensors, arch).items():
         g = to_graph_name(name, arch)
+        if g is None and skipped is not None and is_hf_style(name):
+            skipped.append(name)
+            continue
         if g is None:
             if strict:
                 raise ValueError(f"unknown tensor name {name!r}: neither a llama.cpp graph name (op-LAYER, ops: "

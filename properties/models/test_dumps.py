@@ -340,3 +340,149 @@ def test_llama_cpp_own_gemma4_spelling_is_read_as_the_common_names(tmp_path, cap
     assert all(np.array_equal(back.tensors[k], f32[k]) for k in want)
     rc, out = _layers(capsys, str(ref), str(tmp_path / "llama"), "--arch", "gemma4")
     assert rc == 0 and "no tensor beyond" in out, out
+
+
+# ---- the second parity round: tokens, batch axes, names with no graph tensor, help and names ----
+
+def _gemma4_ref(tmp_path: Path) -> tuple[dict[str, np.ndarray], Path, np.ndarray]:
+    run = forward(runs.model("gemma4", "F32"), runs.TOKENS)
+    f32 = {k: v.astype(np.float32) for k, v in run.tensors.items()}
+    ref = tmp_path / "ref.npz"
+    np.savez(ref, tokens=run.tokens, **{("logits" if k == "result_output" else k): v for k, v in f32.items()})
+    return f32, ref, run.tokens
+
+
+def test_layers_refuses_runs_of_different_tokens(oracle_npz, tmp_path, capsys):
+    """Both runs' token ids, where both have them, must be the same for `layers` as for `parity`
+    (the first round compared them anyway and called the embedding "structural, ×inf")."""
+    run = read_run(oracle_npz)
+    other = run.tokens.copy()
+    other[5] += 1
+    d = _write_npy_folder(tmp_path / "other", run.tensors, other)
+    rc, out = _layers(capsys, str(oracle_npz), str(d))
+    assert rc == 2 and "REF and TEST were run on different tokens" in out and "position 5" in out, out
+    assert cli(["parity", str(oracle_npz), str(d)]) == 2
+    assert "different tokens" in capsys.readouterr().err
+
+
+def test_batch_axis_is_one_rule_for_parity_and_layers(oracle_npz, tmp_path, capsys):
+    """transformers' [1, tokens, …] (logits [1, tokens, vocab]) loses its batch axis in every
+    reader: `layers` and `parity` both read it as the run without it (the first round: accepted
+    by layers and compared wrongly, rejected by parity)."""
+    run = read_run(oracle_npz)
+    batched = {k: v[None].reshape(1, v.shape[0], -1, 4) if v.shape[1] % 4 == 0 else v[None]
+               for k, v in run.tensors.items()}
+    d = _write_npy_folder(tmp_path / "batched", batched, run.tokens)
+    back = read_run(d)
+    assert all(np.array_equal(back.tensors[k], run.tensors[k]) for k in run.tensors)
+    rc, out = _layers(capsys, str(oracle_npz), str(d))
+    assert rc == 0 and "no tensor beyond" in out, out
+    assert cli(["parity", str(oracle_npz), str(d), "--max-kld", "1e-9"]) == 0
+    np.save(tmp_path / "logits.npy", run.tensors["result_output"][None])  # a bare .npy: rows from its own shape
+    assert cli(["parity", str(oracle_npz), str(tmp_path / "logits.npy"), "--max-kld", "1e-9"]) == 0
+
+
+@pytest.mark.parametrize("form", ["folder", "npz"])
+def test_hf_names_without_a_graph_tensor_are_skipped_and_listed(tmp_path, capsys, form):
+    """q_proj (its output precedes RoPE) and gemma4's lm_head (a final softcap follows it) have no
+    llama.cpp graph tensor: skipped and listed, the same in a folder and a .npz, never an error."""
+    f32, ref, toks = _gemma4_ref(tmp_path)
+    extra = {"model.layers.0.self_attn.q_proj": f32["Qcur-0"], "lm_head": f32["result_output"]}
+    if form == "folder":
+        where = _write_npy_folder(tmp_path / "hf", f32 | extra, toks)
+    else:
+        where = tmp_path / "hf.npz"
+        np.savez(where, tokens=toks, **f32, **extra)
+    back = read_run(where, "gemma4")
+    assert sorted(back.skipped) == sorted(extra) and back.tensors.keys() == f32.keys()
+    rc, out = _layers(capsys, str(ref), str(where), "--arch", "gemma4")
+    assert rc == 0 and "skipped 2 HF-style name(s) with no llama.cpp graph tensor" in out and "lm_head" in out, out
+
+
+def _llama_spelled(f32: dict[str, np.ndarray], rotated: bool) -> dict[str, np.ndarray]:
+    """The oracle's gemma4 tensors named as llama.cpp's own gemma4 graph names them; without
+    ``rotated`` its Qcur_pos/Kcur_pos left out."""
+    out = {}
+    for k, v in f32.items():
+        op, _, layer = k.partition("-")
+        if op in ("Qcur", "Kcur"):
+            if rotated:
+                out[f"{op}_pos-{layer}"] = v
+            out[k] = v[:, ::-1].copy()  # llama.cpp's raw projection under the common name
+        elif op == "sa_out":
+            out[f"attn_out-{layer}"] = v
+        elif op != "attn_out":
+            out[k] = v
+    return out
+
+
+def test_llama_cpp_gemma4_spelling_without_rotated_qk_is_read_by_value(tmp_path, capsys):
+    """A dump in llama.cpp's gemma4 spelling without Qcur_pos/Kcur_pos: its attn_out equals
+    attn_post_norm plus the block input, so it is the residual and is read as sa_out (the first
+    round compared it with the output projection: a false divergence at attn_out-0); the raw
+    Qcur/Kcur are left out. Without the tensors that tell, it is refused with the reason; the
+    common spelling (attn_out the projection) is read as it is."""
+    f32, ref, toks = _gemma4_ref(tmp_path)
+    d = _write_npy_folder(tmp_path / "llama", _llama_spelled(f32, rotated=False), toks)
+    back = read_run(d, "gemma4")
+    want = {k for k in f32 if not k.startswith(("attn_out-", "Qcur-", "Kcur-"))}
+    assert back.tensors.keys() == want, back.tensors.keys() ^ want
+    assert all(np.array_equal(back.tensors[k], f32[k]) for k in want)
+    rc, out = _layers(capsys, str(ref), str(d), "--arch", "gemma4")
+    assert rc == 0 and "no tensor beyond" in out, out
+    common = {k: v for k, v in f32.items() if not k.startswith("sa_out-")}
+    back = read_run(_write_npy_folder(tmp_path / "common", common, toks), "gemma4")
+    assert back.tensors.keys() == common.keys()
+    bare = {k: v for k, v in _llama_spelled(f32, rotated=False).items() if not k.startswith("attn_post_norm-")}
+    rc, out = _layers(capsys, str(ref), str(_write_npy_folder(tmp_path / "bare", bare, toks)), "--arch", "gemma4")
+    assert rc == 2 and "'attn_out-0' is ambiguous" in out and "rename it" in out, out
+
+
+def test_parity_help_names_only_its_options(capsys):
+    with pytest.raises(SystemExit):
+        cli(["parity", "--help"])
+    out = capsys.readouterr().out
+    assert "--model" not in out and "--arch" in out
+
+
+def test_names_lists_only_the_architectures_tensors_in_aligned_columns(capsys):
+    """`names --arch gemma3` lists gemma3's tensors only (no per-layer inputs, no AltUp, no v norm);
+    every column starts at one offset however long its entries."""
+    from oracle.models.names import arch_ops
+
+    assert cli(["names", "--arch", "gemma3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    listed = {ln.split()[0].removesuffix("-N") for ln in lines[1:-1]}
+    assert listed == set(arch_ops("gemma3")), listed ^ set(arch_ops("gemma3"))
+    assert cli(["names"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    col = lines[0].index("gemma3n")
+    long = next(ln for ln in lines if ln.startswith("attn_ffw_laurel_gated-N"))
+    assert long[col - 2:col] == "  " and long[col:].startswith("-"), long
+    assert all(ln[col - 1] == " " for ln in lines[1:-1]), "a column broke"
+
+
+@pytest.mark.parametrize("arch", [a for a in ARCHS])
+def test_arch_ops_are_the_tensors_the_passes_name(arch):
+    """``names.arch_ops`` (from the architecture's record) against what the oracle's and gpu_impl's
+    passes name on the tiny fixture: nothing more, and nothing less but gpu_impl's ``res_out``
+    (the residual of a gemma4 block with an output scale and no per-layer inputs, which the
+    fixture has)."""
+    from gpu_impl.models import run
+    from oracle.models.layers import split_name
+    from oracle.models.names import arch_ops
+
+    o = {split_name(k)[0] for k in forward(runs.model(arch, "F32"), runs.TOKENS[:4]).tensors}
+    g = {split_name(k)[0] for k in run(runs.path(arch, "F32"), runs.TOKENS[:4])["tensors"]}
+    assert o | g <= arch_ops(arch), (o | g) - arch_ops(arch)
+    assert arch_ops(arch) - (o | g) <= {"res_out"}, arch_ops(arch) - (o | g)
+
+
+def test_the_names_table_in_the_docs_is_the_commands():
+    """docs/parity.md's `logitcheck names` block is what the command prints today."""
+    from oracle.models.names import HF_NAMES
+    from reports.models_cli import names_lines
+
+    doc = (ROOT / "docs" / "parity.md").read_text()
+    block = doc.split("<!-- names-table -->\n```text\n")[1].split("```")[0]
+    assert block == "\n".join(names_lines(list(HF_NAMES))) + "\n", "regenerate the names block in docs/parity.md"
