@@ -23,7 +23,7 @@ NAME = "candle"
 SUPPORTS = frozenset({"temperature", "repetition_penalty"})
 TRAITS = dict(temp_first=True, min_p_space=None, ties=None, typical_position=None, typical_ties=None,
               top_p_renormalises=None, min_p_before_top_p=None, min_p_equal_kept=None, window=True, freq_scope=None,
-              penalty_order="repetition first", law="truncated Gumbel-max", greedy="t <= 0")
+              penalty_order="repetition first", law="truncated Gumbel-max", greedy="t <= 0", top_p_ties=None)
 TOGGLES = frozenset({"law", "window"})  # untruncated Gumbel (the softmax law); no penalty window
 U_LO, U_HI = 1e-7, 0.999
 G_LO, G_HI = -math.log(-math.log(U_LO)), -math.log(-math.log(U_HI))

@@ -27,7 +27,7 @@ SUPPORTS = frozenset({"temperature", "top_k", "top_p", "min_p", "typical_p", "re
 TRAITS = dict(temp_first=False, min_p_space="pre-temperature", ties="exactly k", typical_position="before top_p",
               typical_ties="exactly", top_p_renormalises=True, min_p_before_top_p=False, min_p_equal_kept=True,
               window=True, freq_scope="prompt+output", penalty_order="repetition first", law="softmax",
-              greedy="t <= 0")
+              greedy="t <= 0", top_p_ties="exactly")
 TOGGLES = frozenset({"temp_first", "min_p_space", "ties", "typical_position", "window"})
 
 

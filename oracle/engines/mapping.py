@@ -98,6 +98,8 @@ class Translation:
             return False
         if "typical ties" in self.caveats and any(_typical_tie_matters(x, r) for r in runs):
             return False
+        if "top_p ties" in self.caveats and any(_top_p_tie_matters(x, r) for r in runs):
+            return False
         return True
 
 
@@ -131,6 +133,19 @@ def _typical_tie_matters(x: np.ndarray, r: Run) -> bool:
         return False
     other = "exactly" if TRAITS[r.engine]["typical_ties"] == "keeps ties" else "keeps ties"
     return not np.array_equal(r.distribution(x) > 0, r.toggled("typical_ties", other).distribution(x) > 0)
+
+
+def _top_p_tie_matters(x: np.ndarray, r: Run) -> bool:
+    """Whether cutting top_p at its crossing position instead of its crossing value changes this
+    engine's answer (tokens tied with the boundary token), on the tempered or the untempered row
+    (a temperature difference removed moves the crossing token)."""
+    m = ENGINES[r.engine]
+    if "top_p_ties" not in m.TOGGLES:
+        return False
+    other = "exactly" if TRAITS[r.engine]["top_p_ties"] == "keeps ties" else "keeps ties"
+    views = [r] + ([r.toggled("temp_first", not TRAITS[r.engine]["temp_first"])] if "temp_first" in m.TOGGLES else [])
+    return any(not np.array_equal(v.distribution(x) > 0, v.toggled("top_p_ties", other).distribution(x) > 0)
+               for v in views)
 
 
 def greedy_at(rule: str | None, t: float) -> bool:
@@ -187,6 +202,8 @@ def translate(s: Settings, source: str, target: str) -> Translation:
         caveats.append("typical ties")
     if "top_k" in kept and a["ties"] != b["ties"]:
         caveats.append("top_k ties")
+    if "top_p" in kept and _differs(a, b, "top_p_ties"):
+        caveats.append("top_p ties")
     if kept & set(THRESHOLDS):
         caveats.append("threshold equality")
     penalties = kept & PENALTIES
@@ -226,6 +243,10 @@ def intended_differences(s: Settings, a: str, b: str) -> list[Difference]:
     if "top_k" in on and ta["ties"] != tb["ties"]:
         exact, keeps = (a, b) if ta["ties"] == "exactly k" else (b, a)
         out.append(Difference("ties", f"top_k keeps exactly k in {exact}, every tie with the k-th logit in {keeps}"))
+    if "top_p" in on and _differs(ta, tb, "top_p_ties"):
+        keeps, exact = (a, b) if ta["top_p_ties"] == "keeps ties" else (b, a)
+        out.append(Difference("top_p_ties", f"top_p keeps every token tied with its crossing token in {keeps}, "
+                              f"cuts exactly after the crossing position in {exact}"))
     if "typical_p" in on and _differs(ta, tb, "typical_ties"):
         keeps, exact = (a, b) if ta["typical_ties"] == "keeps ties" else (b, a)
         out.append(Difference("typical_ties", f"typical keeps every token tied with its boundary score in {keeps}, "

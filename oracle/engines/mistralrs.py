@@ -26,7 +26,7 @@ SUPPORTS = frozenset({"temperature", "top_k", "top_p", "min_p", "repetition_pena
 TRAITS = dict(temp_first=True, min_p_space="post-temperature", ties="exactly k", typical_position=None,
               typical_ties=None, top_p_renormalises=False, min_p_before_top_p=False, min_p_equal_kept=False,
               window=False, freq_scope="prompt+output", penalty_order="frequency/presence first", law="softmax",
-              greedy="t <= 0")
+              greedy="t <= 0", top_p_ties="exactly")
 # top_k keeping every tie with the k-th, top_p on renormalised top-k mass, min_p keeping
 # p = min_p·p_max, repetition before frequency/presence
 TOGGLES = frozenset({"ties", "top_p_renormalises", "min_p_equal_kept", "penalty_order"})

@@ -24,7 +24,7 @@ SUPPORTS = frozenset({"temperature", "top_k", "top_p", "min_p", "typical_p", "ep
                       "repetition_penalty"})
 TRAITS = dict(temp_first=True, min_p_space="post-temperature", ties="keeps ties", typical_position="after min_p",
               typical_ties="keeps ties", top_p_renormalises=True, min_p_before_top_p=False, min_p_equal_kept=True,
-              window=False, freq_scope=None, penalty_order="repetition first", law="softmax", greedy=None)
+              window=False, freq_scope=None, penalty_order="repetition first", law="softmax", greedy=None, top_p_ties="exactly")
 TOGGLES = frozenset({"typical_ties"})  # typical cut exactly after the crossing position
 NEG_INF = -np.inf
 

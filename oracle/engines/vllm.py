@@ -26,7 +26,7 @@ SUPPORTS = frozenset({"temperature", "top_k", "top_p", "min_p", "repetition_pena
 TRAITS = dict(temp_first=True, min_p_space="post-temperature", ties="keeps ties", typical_position=None,
               typical_ties=None, top_p_renormalises=True, min_p_before_top_p=True, min_p_equal_kept=True,
               window=False, freq_scope="output", penalty_order="repetition first", law="softmax",
-              greedy="t < 1e-5")
+              greedy="t < 1e-5", top_p_ties="exactly")
 # min_p after top_k/top_p, presence/frequency counting the prompt too, greedy only at t <= 0
 TOGGLES = frozenset({"min_p_before_top_p", "freq_scope", "greedy"})
 SAMPLING_EPS = 1e-5

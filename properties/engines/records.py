@@ -317,7 +317,10 @@ def _mistralrs_records() -> list[SamplerRecord]:
 # one entry per engine variant of ``oracle.engines.ENGINES`` (llama.cpp's records are the
 # catalogue's own); properties/meta/test_catalogue.py checks the two name the same engines
 _BUILD = {o_hf.NAME: _hf_records, o_vllm.NAME: _vllm_records, o_mistralrs.NAME: _mistralrs_records,
-          o_candle.NAME: _candle_records}
+          o_candle.NAME: _candle_records,
+          # MLX's variant has no fixed-shape counterpart in gpu_impl: it is judged against the real
+          # mlx-lm instead (properties/peers/mlx)
+          "mlx": lambda: []}
 ENGINE_NAMES = tuple(_BUILD)
 
 
