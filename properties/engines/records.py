@@ -30,10 +30,11 @@ from oracle.engines.settings import Settings
 from oracle.samplers.base import Empty, Sampler
 from properties.backends import Impl, NotCovered, part_of
 from properties.engines.selections import Gumbel, Race, gumbel_legal, race_legal, ratio_eps, uniform_rows
+from properties.samplers.checks import KEPT_AS_GIVEN
 from properties.samplers.record import Params, SamplerRecord
 from properties.samplers.records import _dict, _logit_key, _prob
-from properties.samplers.windows import typical_key, typical_order
-from properties.numerics import U32, entropy_bound, exp_u, mass_bound, softmax_model
+from properties.samplers.windows import exact_masses, typical_key, typical_order
+from properties.numerics import F32_TINY, U32, entropy_bound, exp_u, mass_bound, softmax_model
 from properties.samplers.strategies import per_row
 
 _SUB: dict[tuple[str, str], Impl] = {}
@@ -74,7 +75,7 @@ def _threshold(name: str, form: str, lo: float = 0.0, hi: float = 1.0):
     """The probability threshold ``name`` moved by its fp32 window (``threshold_window``)."""
     def variants(params: Params, row: np.ndarray) -> list[Params]:
         v = params[name]
-        if not np.isfinite(row).any() or v <= 0:
+        if not np.isfinite(row).any() or v <= 0 or exact_masses(row):
             return [params]
         w = min(threshold_window(row, v, form), 700.0)
         return [params, {**params, name: min(max(v * math.exp(w), lo), hi)},
@@ -115,6 +116,8 @@ def _mass(name: str, record: Callable[[], SamplerRecord], lo: float = 0.0, hi: f
     prefix (k + 1 terms); Hugging Face and vLLM sort ascending and accumulate the *removed*
     tokens up to the cut (n - k + 1 terms), whose float32 sum carries that many roundings."""
     def variants(params: Params, row: np.ndarray) -> list[Params]:
+        if exact_masses(row):  # every fp32 probability and partial sum exact: no window
+            return [params]
         model = softmax_model(row)
         if order_of is not None:
             order = order_of(row)
@@ -132,6 +135,15 @@ def _mass(name: str, record: Callable[[], SamplerRecord], lo: float = 0.0, hi: f
         v = params[name]
         return [params, {**params, name: max(v - d, lo)}, {**params, name: min(v + d, hi)}]
     return variants
+
+
+def _tags(engine: str, kind: str) -> frozenset[str]:
+    """An engine record's tags: its engine, and for a filter "count" (ties choose which tokens
+    survive, never how many: ``checks.count_violation``), as the llama.cpp filters'; and
+    ``KEPT_AS_GIVEN``: a filter hands its survivors' logits back unchanged, which is judged exactly
+    instead of through the implementation's own softmax (an engine module is judged on its own
+    functions alone)."""
+    return frozenset({engine} | ({"count", KEPT_AS_GIVEN} if kind == "filter" else set()))
 
 
 def _history(batch: int, vocab: int, max_len: int = 12) -> st.SearchStrategy[np.ndarray]:
@@ -154,7 +166,7 @@ def _hf_records() -> list[SamplerRecord]:
     def hf(stage, kind, params, impl, neutral, fn, **kw) -> SamplerRecord:
         rec = SamplerRecord(name=f"transformers.{stage}", kind=kind, impl_name=f"hf_{stage}",
                             oracle=_stage(f"hf-{stage}", neutral, fn), params=params, impl=impl,
-                            tags=frozenset({"engine:transformers"}), **kw)
+                            tags=_tags("engine:transformers", kind), **kw)
         by[stage] = rec
         return rec
 
@@ -174,12 +186,14 @@ def _hf_records() -> list[SamplerRecord]:
                               min_keep=_mk(b)),
            lambda i, x, p: engines_impl(i)("hf_top_k", x, p["k"], p["min_keep"]), lambda p: False,
            lambda r, p: o_hf.top_k(r, p["k"], p["min_keep"]), monotone=(("k", +1, 1),), min_keep=True,
+           boundary=lambda k, m: {"k": m, "min_keep": 1},
            allowance="none: every token tied with the k-th logit is kept (exact comparisons of fp32 inputs)"),
         hf("top_p", "filter",
            lambda b, v: _dict(p=per_row(_prob((0.0, 0.5, 0.9, 0.95, 1.0), 0.0, 1.0), b), min_keep=_mk(b)),
            lambda i, x, p: engines_impl(i)("hf_top_p", x, p["p"], p["min_keep"]), lambda p: p["p"] >= 1.0,
            lambda r, p: o_hf.top_p(r, p["p"], p["min_keep"]), variants=_mass("p", lambda: by["top_p"], ascending=True),
            key=_logit_key, noop=({"p": 1.0, "min_keep": 1},), monotone=(("p", +1, 0.0),), min_keep=True,
+           boundary=lambda k, m: {"p": m / k, "min_keep": 1},
            allowance="p ± the mass window of the n - k + 1 removed tokens it accumulates ascending (each p_i within "
                      "u·(|l_i - max| + 6) + θ, their float32 sum within its order-free bound); equal logits at "
                      "the boundary interchangeable (torch.sort is unstable)"),
@@ -188,6 +202,7 @@ def _hf_records() -> list[SamplerRecord]:
            lambda i, x, p: engines_impl(i)("hf_min_p", x, p["p"], p["min_keep"]), lambda p: p["p"] <= 0.0,
            lambda r, p: o_hf.min_p(r, p["p"], p["min_keep"]), variants=_threshold("p", "ratio"), key=_logit_key,
            noop=({"p": 0.0, "min_keep": 1},), monotone=(("p", -1, 0.0),), min_keep=True,
+           boundary=lambda k, m: {"p": 1.0, "min_keep": 1},
            allowance="threshold min_p·p_max moved by exp(±u·(|ln min_p| + 8)): the ratio p_i/p_max at the "
                      "threshold, whatever the row's spread"),
         hf("typical", "filter",
@@ -201,6 +216,7 @@ def _hf_records() -> list[SamplerRecord]:
            lambda i, x, p: engines_impl(i)("hf_epsilon", x, p["eps"], p["min_keep"]), lambda p: False,
            lambda r, p: o_hf.epsilon(r, p["eps"], p["min_keep"]), variants=_threshold("eps", "absolute", 1e-300, 1 - 1e-12),
            key=_logit_key, monotone=(("eps", -1, 1e-5),), min_keep=True,
+           boundary=lambda k, m: {"eps": min(1 / k, 0.5), "min_keep": 1},
            allowance="threshold eps moved by exp(±(u·(|ln(eps·S)| + 7) + θ)): p_i's own bound at p = eps"),
         hf("eta", "filter",
            lambda b, v: _dict(eps=per_row(_prob((3e-4, 2e-3, 0.01, 0.1), 1e-5, 0.5), b), min_keep=_mk(b)),
@@ -235,7 +251,7 @@ def _vllm_records() -> list[SamplerRecord]:
                                   p=per_row(_prob((0.5, 0.9, 0.95, 1.0), 0.0, 1.0), b)),
         impl=lambda i, x, p: engines_impl(i)("vllm_top_k_top_p", x, p["k"], p["p"]),
         variants=topkp_variants, key=_logit_key, noop=({"k": -1, "p": 1.0}, {"k": 0, "p": 1.0}),
-        tags=frozenset({"engine:vllm"}),
+        tags=_tags("engine:vllm", "filter"), boundary=lambda k, m: {"k": -1, "p": m / k},
         allowance="top_k exact (ties kept); top_p ± the mass window of the removed tokens accumulated ascending, "
                   "boundary ties interchangeable")
     by["tkp"] = tkp
@@ -246,7 +262,8 @@ def _vllm_records() -> list[SamplerRecord]:
             oracle=_stage("vllm-min-p", lambda p: p["p"] <= 0, lambda r, p: o_vllm.min_p(r, p["p"])),
             params=lambda b, v: _dict(p=per_row(_prob((0.0, 0.05, 0.1, 0.5, 1.0), 0.0, 1.0), b)),
             impl=lambda i, x, p: engines_impl(i)("vllm_min_p", x, p["p"]), variants=_threshold("p", "ratio"),
-            key=_logit_key, noop=({"p": 0.0},), monotone=(("p", -1, 0.0),), tags=frozenset({"engine:vllm"}),
+            key=_logit_key, noop=({"p": 0.0},), monotone=(("p", -1, 0.0),), tags=_tags("engine:vllm", "filter"),
+            boundary=lambda k, m: {"p": 1.0},
             allowance="as transformers.min_p; no min_tokens_to_keep"),
         SamplerRecord(
             name="vllm.penalties", kind="transform", impl_name="vllm_penalties",
@@ -271,6 +288,16 @@ def _vllm_records() -> list[SamplerRecord]:
 def _candle_records() -> list[SamplerRecord]:
     return [
         SamplerRecord(
+            name="candle.repeat_penalty", kind="transform", impl_name="candle_repeat_penalty",
+            oracle=_stage("candle-repeat-penalty", lambda p: False,
+                          lambda r, p: o_candle.repeat_penalty(r, _ids(p["history"]), p["r"], p["last_n"])),
+            params=lambda b, v: _dict(history=_history(b, v), r=per_row(_prob((1.0, 1.1, 0.5), 0.2, 3.0), b),
+                                      last_n=per_row(st.sampled_from([0, 1, 3, 64]), b, np.int64)),
+            impl=lambda i, x, p: engines_impl(i)("candle_repeat_penalty", x, p["history"], p["r"], p["last_n"]),
+            transform_bound_u=lambda r, p: np.full(r.size, 2.0), tags=_tags("engine:candle", "transform"),
+            allowance="2 u per logit: r rounded to fp32, one rounding of l·r or l/r; the last last_n ids of the "
+                      "history (padding -1 left out), 0 = no window"),
+        SamplerRecord(
             name="candle.gumbel", kind="select", impl_name="candle_sample",
             oracle=lambda p: Gumbel(p["t"], p["u"]),
             params=lambda b, v: _dict(t=per_row(_prob((1.0, 0.8, 0.0, 2.0), 0.05, 4.0), b), u=uniform_rows(b, v)),
@@ -281,35 +308,78 @@ def _candle_records() -> list[SamplerRecord]:
     ]
 
 
+def _mistralrs_settings(p: Params) -> Settings:
+    return Settings(output=_ids(p["history"]), repetition_penalty=p["r"], frequency_penalty=p["f"],
+                    presence_penalty=p["pr"], temperature=p["t"], top_k=p["k"], top_p=p["p"], min_p=p["m"])
+
+
+def _mistralrs_seen(row: np.ndarray, p: Params) -> tuple[np.ndarray, float]:
+    """The row mistral.rs truncates (penalised, divided by t; float64) and how far its float32
+    computation may sit from it, in logit units: the penalties' roundings (4 u of
+    |l|·max(r, 1/r) + c·|f| + |pr|, as vllm.penalties' model) and one of the division by t."""
+    s = _mistralrs_settings(p)
+    y = o_mistralrs.penalised(row, s)
+    c = np.bincount(np.asarray(_ids(p["history"]), dtype=np.int64), minlength=row.size)[: row.size]
+    fin = np.isfinite(row)
+    scale = max(p["r"], 1 / p["r"]) if p["r"] > 0 else 1.0
+    terms = np.abs(np.where(fin, row, 0)) * scale + c * abs(p["f"]) + (c > 0) * abs(p["pr"])
+    err = 4 * U32 * float(terms.max(initial=0.0)) + 2 * U32 * float(np.abs(np.where(fin, y, 0)).max(initial=0.0))
+    t = p["t"] if p["t"] > 0 else 1.0
+    return y / t, err / t
+
+
 def _mistralrs_records() -> list[SamplerRecord]:
+    """mistral.rs' ``mistralrs_weights`` as a filter (its survivors: weight > 0) over its whole
+    domain: a history with repetition, frequency and presence penalties, temperatures (0: greedy,
+    one-hot at the first maximum), top_k, top_p, min_p. The windows are taken on the row the
+    truncation sees (penalised, / t), widened by that row's own float32 error."""
     by: dict[str, SamplerRecord] = {}
 
     def variants(params: Params, row: np.ndarray) -> list[Params]:
-        _, lower, upper = _mass("p", lambda: by["t"])(params, row)
-        d = max(params["p"] - lower["p"], upper["p"] - params["p"])  # the unclipped side: the window itself
-        e = math.exp(threshold_window(row, params["m"], "ratio")) if params["m"] > 0 else 1.0
-        return [params, {**params, "p": params["p"] - d, "m": min(params["m"] * e, 1.0)},
+        y, err = _mistralrs_seen(row, params)
+        if params["t"] <= 0 or exact_masses(y):
+            return [params]
+        order = ascending_order(np.where(np.isfinite(y), y, -np.inf))[::-1]
+        k = int(by["t"].oracle_kept(row, params).sum())
+        # a logit error δ moves each p_i by at most p_i·2δ: the kept mass by 2δ at most
+        d = mass_bound(y, order, min(k + 2, y.size), model=softmax_model(y)) + 2 * err if 0 < params["p"] < 1 else 0.0
+        e = math.exp(min(threshold_window(y, params["m"], "ratio") + 2 * err, 700.0)) if 0 < params["m"] < 1 else 1.0
+        # float32 weights below the smallest normal may underflow to 0 (flushed on a GPU): such a
+        # token may be dropped, never must be kept
+        return [params, {**params, "p": params["p"] - d, "m": min(params["m"] * e, 1.0),
+                         "underflow": F32_TINY * math.exp(min(ratio_eps(y, err / (4 * U32)), 80.0))},
                 {**params, "p": params["p"] + d, "m": params["m"] / e}]
 
+    def key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
+        y, err = _mistralrs_seen(row, params)
+        return y, ratio_eps(y, err / (4 * U32))
+
     def fn(r: np.ndarray, p: Params) -> np.ndarray:
-        w = o_mistralrs.weights(r, Settings(top_k=p["k"], top_p=p["p"], min_p=p["m"]))
-        return np.where(w > 0, r, -np.inf)
+        w = o_mistralrs.weights(r, _mistralrs_settings(p))
+        return np.where(w > p.get("underflow", 0.0), r, -np.inf)
 
     def impl(i: Impl, x: np.ndarray, p: Params) -> np.ndarray:
-        B = x.shape[0]
-        w = engines_impl(i)("mistralrs_weights", x, np.full((B, 1), -1), 1.0, 0.0, 0.0, 1.0, p["k"], p["p"], p["m"])
-        return np.where(w > 0, x.astype(np.float32), np.float32(-np.inf))
+        w = engines_impl(i)("mistralrs_weights", x, p["history"], p["r"], p["f"], p["pr"], p["t"], p["k"], p["p"], p["m"])
+        return np.where(np.asarray(w) > 0, x.astype(np.float32), np.float32(-np.inf))
 
     rec = SamplerRecord(
         name="mistral.rs.truncate", kind="filter", impl_name="mistralrs_weights",
-        oracle=_stage("mistralrs-truncate", lambda p: p["k"] <= 0 and not 0 < p["p"] < 1 and not 0 < p["m"] < 1, fn),
-        params=lambda b, v: _dict(k=per_row(st.sampled_from([0, 1, 2, 40, v]), b, np.int64),
+        oracle=_stage("mistralrs-truncate", lambda p: False, fn),
+        params=lambda b, v: _dict(history=_history(b, v), r=per_row(_prob((1.0, 1.1, 0.5), 0.2, 3.0), b),
+                                  f=per_row(_prob((0.0, 0.5, -1.0), -2.0, 2.0), b),
+                                  pr=per_row(_prob((0.0, 0.25), -2.0, 2.0), b),
+                                  t=per_row(_prob((1.0, 0.8, 0.0, 1.5), 0.05, 4.0), b),
+                                  k=per_row(st.sampled_from([0, 1, 2, 40, v]), b, np.int64),
                                   p=per_row(_prob((0.5, 0.9, 0.95, 1.0), 0.0, 1.0), b),
                                   m=per_row(_prob((0.0, 0.05, 0.1), 0.0, 0.9), b)),
-        impl=impl, variants=variants, key=lambda r, p: (r, ratio_eps(r)), tags=frozenset({"engine:mistral.rs"}),
-        allowance="at T = 1: tokens are ranked by fp32 probability, so logits within 4·u32·(spread + log2 n + 8) "
-                  "are interchangeable; top_p on un-renormalised mass ± the mass window of the kept prefix, "
-                  "min_p threshold as transformers.min_p (equality removed)")
+        impl=impl, variants=variants, key=key, tags=_tags("engine:mistral.rs", "filter"),
+        boundary=lambda k, m: {"history": np.full(1, -1), "r": 1.0, "f": 0.0, "pr": 0.0, "t": 1.0, "k": 0,
+                               "p": m / k, "m": 0.0},
+        allowance="on the row it truncates (penalties, then / t: its own float32 error δ in logits): tokens "
+                  "ranked by fp32 probability, so values within 4·u32·(spread + log2 n + 8) + δ are "
+                  "interchangeable; top_p on un-renormalised mass ± the mass window of the kept prefix + 2δ, "
+                  "min_p threshold as transformers.min_p widened by exp(2δ) (equality removed); t = 0: the "
+                  "first maximum, ties within the same width")
     by["t"] = rec
     return [rec]
 

@@ -164,3 +164,42 @@ def violation(sub: Callable[..., Any], case: SeedCase) -> str | None:
                         f"{case.rows[r]}), step {case.step}) gives token {a} in composition {drawn.describe()} "
                         f"but token {b} in composition {comp.describe()}")
     return None
+
+
+# --- the law over seeds, and a stream that advances -----------------------------------------
+
+LAW_CHUNK = 1_000_000
+"""Logits elements per call when many seeded rows are drawn at once."""
+LAW_ROWS = (("zipf", 64, 61, 0), ("plateaus", 64, 62, 3), ("flat", 200, 63, 1))
+"""(family, vocab, logits seed, step): the rows the law over seeds is judged on."""
+STREAM_VOCAB, STREAM_SEEDS, STREAM_STEPS = 1000, 200, 5
+STREAM_ALPHA = 1e-10
+"""P(a correct engine fails the stream property on one row): the binomial tail below."""
+
+
+def seeded_tokens(sub: Callable[..., Any], row: np.ndarray, seeds: np.ndarray, step: int) -> np.ndarray:
+    """The token of ``row`` for each seed in ``seeds`` at ``step`` (one row per seed, chunked)."""
+    per = max(1, LAW_CHUNK // row.size)
+    out = []
+    for i in range(0, seeds.size, per):
+        s = seeds[i:i + per].astype(np.int64)
+        x = np.repeat(row[None, :].astype(np.float32), s.size, axis=0)
+        out.append(np.asarray(sub(FN, x, s, step, 0)))
+    return np.concatenate(out).astype(np.int64)
+
+
+def repeated_steps(sub: Callable[..., Any], row: np.ndarray, seeds: np.ndarray, steps: int) -> int:
+    """How many (seed, step) pairs give the same token as that seed's previous step: one seed's
+    stream must advance from step to step (each step reads fresh uniforms)."""
+    tokens = np.stack([seeded_tokens(sub, row, seeds, s) for s in range(steps)])
+    return int((tokens[1:] == tokens[:-1]).sum())
+
+
+def repeat_limit(probs: np.ndarray, pairs: int, alpha: float = STREAM_ALPHA) -> int:
+    """The largest count of repeats a correct engine exceeds with probability <= ``alpha``: with
+    independent steps a repeat has probability Σp² (float32 rounding of p moves it by < 1e-6
+    relative; 1e-3 is allowed), so the count is Binomial(pairs, Σp²)."""
+    from scipy.stats import binom
+
+    q = min(1.0, float((probs.astype(np.float64) ** 2).sum()) * (1 + 1e-3))
+    return int(binom.isf(alpha, pairs, q))

@@ -10,9 +10,11 @@ from hypothesis import given, strategies as st
 from oracle.engines import ENGINES, Settings
 from oracle.engines import candle as o_candle
 from properties import recording
+from properties.engines.engine_chains import CHAINS, chain_cases, check_chain
 from properties.engines.records import ENGINE_RECORDS
 from properties.numerics import U64
-from properties.samplers.suite import IMPL_VS_ORACLE, MIN_KEEP, MONOTONE, NOOP, params_for, run
+from properties.plugin import covered
+from properties.samplers.suite import EXACT_BOUNDARY, IMPL_VS_ORACLE, MIN_KEEP, MONOTONE, NOOP, params_for, run
 
 FILTERS = [r for r in ENGINE_RECORDS if r.kind == "filter"]
 
@@ -39,6 +41,30 @@ def test_engine_survivors_monotone(impl, record, data):
 @given(data=st.data())
 def test_engine_min_keep_and_nonempty(impl, record, data):
     run(impl, MIN_KEEP, record, "float32", data)
+
+
+@pytest.mark.parametrize("record", [r for r in FILTERS if r.boundary is not None], ids=str)
+@given(data=st.data())
+def test_engine_boundary_convention_on_exact_masses(impl, record, data):
+    """2^j equal finite logits with the threshold on a token (``samplers/boundaries.py``): every
+    mass is exact in fp32, so the survivor count is the oracle's exactly (ties choose which
+    tokens, never how many)."""
+    run(impl, EXACT_BOUNDARY, record, "float32", data)
+
+
+_CHAIN_CASES = {c.name: chain_cases(c) for c in CHAINS}
+
+
+@pytest.mark.parametrize("chain", CHAINS, ids=str)
+@given(data=st.data())
+def test_engine_chain_survivors_match_the_oracle_chain(impl, chain, data):
+    """The engine's whole chain (its own function only) against the oracle chain composed from its
+    stage records: survivors between every legal path's must and may sets, values within the
+    transforms' models (``engine_chains.py``)."""
+    case = data.draw(_CHAIN_CASES[chain.name], label="case")
+    with covered():
+        check_chain(impl, chain, case)
+    recording.note(chain.name, "chain survivors", "float32")
 
 
 def grid_logits(max_vocab: int = 48, neg_inf: bool = True) -> st.SearchStrategy[np.ndarray]:

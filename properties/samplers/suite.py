@@ -40,7 +40,8 @@ def _record_uses(calls_softmax: bool = False, subject: str = "") -> Callable[[Po
         record = point[0] if point else None
         if record is None:
             return frozenset({subject})
-        return frozenset({record.impl_name} | ({"softmax"} if calls_softmax and record.kind == "filter" else set()))
+        own = record.kind != "filter" or checks.KEPT_AS_GIVEN in record.tags
+        return frozenset({record.impl_name} | ({"softmax"} if calls_softmax and not own else set()))
     return uses
 
 

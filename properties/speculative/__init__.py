@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from properties.property import Property
 from properties.speculative import checks
 from properties.speculative.strategies import EXACT_VOCABS, LARGE_VOCABS, corners, spec_cases
+from properties.speculative.zero_draft import zero_draft_cases
 
 USES = frozenset({"rejection_sample"})
 """The impl functions every body calls."""
@@ -31,4 +32,5 @@ PROPERTIES = (
     _spec_property("all_rejected", lambda: spec_cases(_SMALL + LARGE_VOCABS, max_k=3), checks.check_all_rejected, 15),
     _spec_property("tie_at_cut", lambda: spec_cases(_SMALL + (8193,), max_k=2, families=("tie_cut", "tie_top_p")),
                  checks.check_tie_at_cut, 15, corners),
+    _spec_property("zero_draft_accepted", lambda: zero_draft_cases(_SMALL), checks.check_zero_draft_accepted, 20),
 )

@@ -298,3 +298,26 @@ def check_tie_at_cut(impl, case: SpecCase, batch: int = 32) -> None:
                                          f"top-p {case.top_p:.6g}, dropped) with a = {a[b, 0]:.6g} gave "
                                          f"{tokens[b].tolist()}; it must be rejected and a kept token emitted")
     judge_any(pfs, judge)
+
+
+def check_zero_draft_accepted(impl, example: tuple[SpecCase, int]) -> None:
+    """A draft of draft probability 0 and filtered target probability > 0 is accepted for every
+    acceptance uniform (``zero_draft.py``); a token the target's own filters drop is not judged."""
+    from properties.speculative.zero_draft import ACCEPT_U
+
+    case, j = example
+    if all(pf[0, j] <= 0 for pf in targets(case)):
+        return
+    n = len(ACCEPT_U)
+    d = np.zeros((n, case.k), np.int64)
+    d[:, 0] = j
+    a = np.zeros((n, case.k))
+    a[:, 0] = ACCEPT_U
+    r = np.full((n, case.k + 1), 0.5)
+    tokens, _ = call(impl, case, d, a, r)
+    wrong = np.flatnonzero(tokens[:, 0] != j)
+    if wrong.size and not any(pf[0, j] <= 0 for pf in targets(case)):
+        i = int(wrong[0])
+        fail("zero-probability draft accepted", case,
+             f"draft {j} has q = 0 and p = {float(filtered(case)[0, j]):.6g}: accepted for every a (α = min(1, p/q) = 1), "
+             f"but at a = {ACCEPT_U[i]!r} the first emitted token is {int(tokens[i, 0])}")

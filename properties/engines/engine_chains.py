@@ -1,0 +1,211 @@
+"""transformers' and vLLM's whole chains (``engines.hf_chain``, ``engines.vllm_chain``) judged
+against the oracle chain built from the same engine's stage records: survivors vs the oracle
+chain's, stage by stage.
+
+The engine hands back only its final row, so the legal answer is composed: each stage's record
+runs on every row an earlier stage may legally have produced (its ``variants``: the float32
+rounding windows; its ``key``: ties), giving per stage the tokens it must and may keep. The
+engine's survivors must lie between the last stage's sets, and its surviving values within the
+transforms' error models of the oracle's exact path (penalties, then one rounding of l / t).
+A token the engine keeps is blamed on the first stage that drops it on every legal path.
+
+Only this one function of the implementation is called per case: nothing else of the module
+(softmax, the stage functions) is needed to judge its chain.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+from hypothesis import strategies as st
+
+from properties.engines.records import ENGINE_RECORDS, _history, _ids, engines_impl
+from properties.failure import Failure
+from properties.numerics import F32_TINY, U32
+from properties.samplers.record import Params, SamplerRecord
+from properties.samplers.records import _dict, _prob
+from properties.samplers.strategies import Case, cases, per_row
+
+MAX_PATHS = 12  # distinct legal rows carried from one stage to the next
+MAX_VOCAB = 4096  # every stage runs each variant on each carried row
+VLLM_GREEDY = 1e-5  # vLLM's _SAMPLING_EPS: below it a row keeps its first maximal logit only
+
+_BY_NAME = {r.name: r for r in ENGINE_RECORDS}
+
+
+@dataclass(frozen=True)
+class Stage:
+    record: SamplerRecord
+    params: Params
+
+
+@dataclass(frozen=True)
+class EngineChain:
+    """One engine's chain: its function, the draw of its per-row parameters, the call, and the
+    stages (record, parameters) a row's parameters switch on, in the engine's order."""
+    name: str
+    impl_name: str
+    params: Callable[[int, int], st.SearchStrategy[dict]]
+    call: Callable[[Any, np.ndarray, dict], np.ndarray]
+    stages: Callable[[Params], list[Stage]]
+    greedy: Callable[[Params], bool] = lambda p: False
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _hf_stages(p: Params) -> list[Stage]:
+    mk = p["min_keep"]
+    on = [("transformers.repetition_penalty", p["rep"] != 1, {"history": p["history"], "r": p["rep"]}),
+          ("transformers.temperature", p["t"] != 1, {"t": p["t"]}),
+          ("transformers.top_k", p["k"] > 0, {"k": p["k"], "min_keep": mk}),
+          ("transformers.top_p", p["p"] < 1, {"p": p["p"], "min_keep": mk}),
+          ("transformers.min_p", p["m"] > 0, {"p": p["m"], "min_keep": mk}),
+          ("transformers.typical", p["typ"] < 1, {"p": p["typ"], "min_keep": mk}),
+          ("transformers.epsilon", p["eps"] > 0, {"eps": p["eps"], "min_keep": mk}),
+          ("transformers.eta", p["eta"] > 0, {"eps": p["eta"], "min_keep": mk})]
+    return [Stage(_BY_NAME[n], q) for n, active, q in on if active]
+
+
+def _vllm_stages(p: Params) -> list[Stage]:
+    """vLLM: penalties, l / t (the same float32 division as transformers' warper), min_p, then
+    top_k and top_p together."""
+    on = [("vllm.penalties", True, {"prompt": p["prompt"], "output": p["output"], "r": p["rep"], "f": p["f"],
+                                    "pr": p["pr"]}),
+          ("transformers.temperature", p["t"] != 1, {"t": p["t"]}),
+          ("vllm.min_p", p["m"] > 0, {"p": p["m"]}),
+          ("vllm.top_k_top_p", 0 < p["k"] < p["n_vocab"] or p["p"] < 1, {"k": p["k"], "p": p["p"]})]
+    return [Stage(_BY_NAME[n], q) for n, active, q in on if active]
+
+
+def _rep(b: int) -> st.SearchStrategy[np.ndarray]:
+    return per_row(_prob((1.0, 1.1, 0.8), 0.5, 2.0), b)
+
+
+def _hf_params(b: int, v: int) -> st.SearchStrategy[dict]:
+    return _dict(history=_history(b, v), rep=_rep(b), t=per_row(_prob((1.0, 0.8, 0.5, 1.5), 0.25, 4.0), b),
+                 k=per_row(st.sampled_from([0, 1, 2, 5, 40]), b, np.int64),
+                 p=per_row(_prob((1.0, 0.95, 0.8, 0.5), 0.0, 1.0), b),
+                 m=per_row(_prob((0.0, 0.05, 0.2), 0.0, 1.0), b), typ=per_row(_prob((1.0, 0.9, 0.5), 0.01, 1.0), b),
+                 eps=per_row(_prob((0.0, 3e-4, 0.02), 1e-5, 0.5), b), eta=per_row(_prob((0.0, 3e-4, 0.02), 1e-5, 0.5), b),
+                 min_keep=per_row(st.sampled_from([1, 1, 2, 3]), b, np.int64))
+
+
+def _vllm_params(b: int, v: int) -> st.SearchStrategy[dict]:
+    return _dict(prompt=_history(b, v), output=_history(b, v), rep=_rep(b),
+                 f=per_row(_prob((0.0, 0.5, -0.5), -2.0, 2.0), b), pr=per_row(_prob((0.0, 0.25), -2.0, 2.0), b),
+                 t=per_row(_prob((1.0, 0.8, 0.0, 1.5), 0.25, 4.0), b),
+                 m=per_row(_prob((0.0, 0.05, 0.2), 0.0, 1.0), b),
+                 k=per_row(st.sampled_from([-1, 0, 1, 2, 5, 40]), b, np.int64),
+                 p=per_row(_prob((1.0, 0.95, 0.8, 0.5), 0.0, 1.0), b))
+
+
+CHAINS = (
+    EngineChain("transformers.chain", "hf_chain", _hf_params,
+                lambda i, x, p: engines_impl(i)("hf_chain", x, p["history"], p["rep"], p["t"], p["k"], p["p"], p["m"],
+                                                p["typ"], p["eps"], p["eta"], p["min_keep"]), _hf_stages),
+    EngineChain("vllm.chain", "vllm_chain", _vllm_params,
+                lambda i, x, p: engines_impl(i)("vllm_chain", x, p["prompt"], p["output"], p["rep"], p["f"], p["pr"],
+                                                p["t"], p["m"], p["k"], p["p"]),
+                _vllm_stages, greedy=lambda p: p["t"] < VLLM_GREEDY),
+)
+
+
+def chain_cases(chain: EngineChain) -> st.SearchStrategy[Case]:
+    return cases(chain.params, max_vocab=MAX_VOCAB, max_batch=4)
+
+
+@dataclass(frozen=True)
+class Composed:
+    must: list[np.ndarray]
+    may: list[np.ndarray]
+    final: np.ndarray
+    """The oracle's row along the exact path (float64, -inf dropped)."""
+    bound_u: np.ndarray
+    """Allowed error of each surviving value, in u of the exact value."""
+
+
+def compose(row64: np.ndarray, stages: list[Stage]) -> Composed:
+    """Must/may survivor sets after each stage, over every legal path through the chain."""
+    paths, musts, mays = [row64], [], []
+    bound = np.zeros(row64.size)
+    for st_ in stages:
+        rec = st_.record
+        outs, must, may = [], np.ones(row64.size, bool), np.zeros(row64.size, bool)
+        for i, x in enumerate(paths):
+            if rec.kind == "filter":
+                m_, y_ = rec.must_may(x, st_.params)
+                must, may = must & m_, may | y_
+                outs += [np.where(rec.oracle_kept(x, v), x, -np.inf) for v in rec.variants(st_.params, x)]
+            else:
+                y = rec.run_oracle(x, st_.params).dense_logits(row64.size)
+                if i == 0:  # a transform's relative error carries through the later stages' exact copies
+                    bound = bound + rec.transform_bound_u(x, st_.params)
+                kept = np.isfinite(y)
+                must, may = must & kept, may | kept
+                outs.append(y)
+        seen, paths = set(), []
+        for y in outs:
+            if y.tobytes() not in seen and len(paths) < MAX_PATHS:
+                seen.add(y.tobytes())
+                paths.append(y)
+        musts.append(must)
+        mays.append(may)
+    fin = np.isfinite(row64)
+    return Composed(musts or [fin], mays or [fin], paths[0], bound)
+
+
+def _greedy(row64: np.ndarray, stages: list[Stage]) -> Composed:
+    """vLLM below its sampling epsilon: the first maximum of the penalised row; maxima within the
+    penalties' float32 error of each other are interchangeable."""
+    pen = stages[0]
+    y = pen.record.run_oracle(row64, pen.params).dense_logits(row64.size)
+    bound = pen.record.transform_bound_u(row64, pen.params)
+    top = float(np.max(y))
+    slack = 2 * float(np.max(np.where(np.isfinite(y), bound * U32 * np.abs(y), 0))) + F32_TINY
+    may = np.isfinite(y) & (y >= top - slack)
+    must = may if may.sum() == 1 else np.zeros_like(may)
+    final = np.where(may, y, -np.inf)
+    return Composed([must], [may], final, bound)
+
+
+def violation(chain: EngineChain, out: np.ndarray, row64: np.ndarray, params: Params) -> str | None:
+    """Why the engine's final row ``out`` is not a legal result of its chain, or None."""
+    stages = chain.stages(params)
+    c = _greedy(row64, stages) if chain.greedy(params) else compose(row64, stages)
+    names = [s.record.name for s in stages] or ["(no stage active)"]
+    if np.isnan(out).any() or np.isposinf(out).any():
+        return f"the chain's output holds NaN or +inf at ids {np.flatnonzero(np.isnan(out) | np.isposinf(out))[:6].tolist()}"
+    kept = np.isfinite(out)
+    for i, may in enumerate(c.may):
+        extra = np.flatnonzero(kept & ~may)
+        if extra.size:
+            return (f"stage {i + 1} ({names[i] if not chain.greedy(params) else 'greedy'}) drops {extra.size} "
+                    f"token(s) the engine kept, e.g. ids {extra[:6].tolist()} (after it: must={int(c.must[i].sum())}, "
+                    f"may={int(may.sum())}, engine kept {int(kept.sum())})")
+    missing = np.flatnonzero(c.must[-1] & ~kept)
+    if missing.size:
+        return (f"the engine dropped {missing.size} token(s) every legal path of {' -> '.join(names)} keeps, e.g. "
+                f"ids {missing[:6].tolist()} (must={int(c.must[-1].sum())}, may={int(c.may[-1].sum())}, engine kept "
+                f"{int(kept.sum())})")
+    both = kept & np.isfinite(c.final)
+    allowed = (c.bound_u[both] + 3) * U32 * np.abs(c.final[both]) + F32_TINY
+    err = np.abs(out[both].astype(np.float64) - c.final[both])
+    if (err > allowed).any():
+        j = int(np.flatnonzero(both)[np.argmax(err / allowed)])
+        return (f"token {j}'s final logit is {out[j]!r}, the oracle's {c.final[j]!r} (allowed "
+                f"{c.bound_u[j] + 3:.3g} u: the transforms' models and the division by t)")
+    return None
+
+
+def check_chain(impl: Any, chain: EngineChain, case: Case) -> None:
+    out = np.asarray(chain.call(impl, case.logits, case.params))
+    if out.shape != case.logits.shape:
+        raise Failure(f"returned shape {out.shape}, expected {case.logits.shape}", property="chain survivors",
+                      record=chain.impl_name, case=case, category="contract")
+    for b in range(case.batch):
+        p = {**case.row_params(b), "n_vocab": case.vocab}
+        why = violation(chain, out[b], case.row64(b), p)
+        if why:
+            raise Failure(why, property="chain survivors vs the oracle chain", record=chain.impl_name, case=case, row=b)
