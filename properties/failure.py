@@ -12,6 +12,7 @@ shrinks on it like on any assertion).
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 CASE_CHARS = 400  # a case's repr is its replay recipe; longer ones are cut in records and summaries
@@ -94,6 +95,12 @@ class Failure(AssertionError):
         return _rebuild, (self.why, {"property": self.property, "record": self.record, "dtype": self.dtype,
                                      "case": self.case, "row": self.row, "error_u": self.error_u,
                                      "bound_u": self.bound_u, "category": self.category, "rerun": self.rerun})
+
+
+def property_of(head: str) -> str:
+    """A failure's ``head`` (``fields()["property"]``) without its row: which property said no,
+    whatever row of whatever case showed it (the end of a run groups failures by it)."""
+    return re.sub(r" row -?\d+$", "", head)
 
 
 def case_repr(case: Any) -> str:

@@ -9,12 +9,13 @@ import os
 import platform
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from properties import profiles  # noqa: F401  (registers and loads the hypothesis profiles)
-from properties import numerics, recording
+from properties import calls, numerics, recording, verdict
 from properties.failure import failure_in
 from properties.backends import NOT_COVERED, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl, part_of
 
@@ -30,6 +31,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only the tests that take the implementation (impl, oimpl, qimpl): what judges it")
     group.addoption("--area", action="append", default=[], choices=AREAS,
                     help="with --judged-only: only these areas (repeatable)")
+    group.addoption("--function", action="append", default=[], metavar="NAME",
+                    help="only the tests that take the implementation and call this function (repeatable; "
+                         "implies --judged-only; names as `logitcheck signatures` prints them)")
+    group.addoption("--all-not-covered", action="store_true", default=False,
+                    help="list every NOT COVERED function at the end, not only those of the areas the "
+                         "implementation answers")
     group.addoption("--contract", choices=tuple(numerics.CONTRACTS), default=os.environ.get("LOGITCHECK_CONTRACT", "default"),
                     help="default: accept every correct summation order, judge inputs inside each op's domain, "
                          "grade bad-input refusal; strict: tree-order error, overflow safety, refusal demanded; "
@@ -54,11 +61,17 @@ def judges_impl(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``--judged-only``: keep the tests that take the implementation (``--area``: of those rooms)."""
-    if not config.getoption("--judged-only"):
+    """``--judged-only``: keep the tests that take the implementation (``--area``: of those rooms;
+    ``--function``: that call those functions)."""
+    wanted = _FUNCTIONS.get("chosen")
+    if not config.getoption("--judged-only") and wanted is None:
         return
     areas = set(config.getoption("--area"))
     keep = [i for i in items if judges_impl(i) and (not areas or area_of(i.nodeid) in areas)]
+    if wanted is not None:
+        silent = [i for i in keep if calls.functions_of(i) is None]
+        _FUNCTIONS["silent"] = len(silent)
+        keep = [i for i in keep if (calls.functions_of(i) or frozenset()) & wanted]
     drop = [i for i in items if i not in keep]
     if drop:
         config.hook.pytest_deselected(items=drop)
@@ -76,7 +89,24 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
 
 
+MARKERS = ("peer: differential test against a real peer implementation (llama.cpp, gguf-py, scipy)",
+           "slow: long statistical or large-vocab runs",
+           "benchmark: speed targets (pytest-benchmark; not run by CI)",
+           calls.MARKER_HELP)
+"""Registered by the plugin, so that a run of the installed suite (no pyproject.toml) knows them."""
+
+_FUNCTIONS: dict[str, Any] = {}
+"""--function: the resolved names ("chosen") and how many judged tests said nothing ("silent")."""
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    for line in MARKERS:
+        config.addinivalue_line("markers", line)
+    if config.getoption("--function"):
+        chosen, problems = calls.resolve(config.getoption("--function"))
+        if problems:
+            raise pytest.UsageError("\n".join(problems))
+        _FUNCTIONS["chosen"] = chosen
     numerics.use_contract(config.getoption("--contract"))
     config.pluginmanager.register(FailingCases(), "logitcheck-failing-cases")
     # --backend cupy on a machine that cannot run it must not look like a green run of skips
@@ -152,7 +182,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
     if judges_impl(item):
-        report.user_properties = [*report.user_properties, ("logitcheck_judges_impl", True)]
+        report.user_properties = [*report.user_properties, ("logitcheck_judges_impl", True),
+                                  ("logitcheck_calls", sorted(calls.functions_of(item) or ()))]
     if report.failed and call.excinfo is not None:
         rerun = recording.rerun_command(item.config, item.nodeid)
         found = failure_in(call.excinfo.value)
@@ -205,6 +236,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             row["reason"] = first + text
             row["failure"] = dict(report.user_properties).get("logitcheck_failure", {})
         _OUTCOMES.append(row)
+        _ROWS.append(_verdict_row(report, row))
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -303,44 +335,48 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         recording.dump(Path(path), _OUTCOMES, recording.run_meta(config, int(exitstatus)))
 
 
+_ROWS: list[verdict.Row] = []
+
+
+def _verdict_row(report: pytest.TestReport, row: dict) -> verdict.Row:
+    props = dict(report.user_properties)
+    crash = getattr(report.longrepr, "reprcrash", None)
+    return verdict.Row(report.nodeid, "failed" if report.failed else report.outcome, area_of(report.nodeid),
+                       tuple(props.get("logitcheck_calls") or ()), "NOT COVERED" in str(row.get("reason", "")),
+                       dict(row.get("failure") or {}), crash.message if crash else "")
+
+
 def pytest_terminal_summary(terminalreporter) -> None:
+    config = terminalreporter.config
+    everything = config.getoption("--all-not-covered")
     if _JUDGED:
         terminalreporter.section("logitcheck: what judged the implementation")
-        for text in judged_summary(terminalreporter.config.getoption("--impl")):
+        for text in judged_summary(config.getoption("--impl")):
             terminalreporter.write_line(text)
-    if NOT_COVERED:
+        terminalreporter.write_line("per function:")
+        for text in verdict.function_lines([r for r in _ROWS if r.area in _JUDGED], everything):
+            terminalreporter.write_line(text)
+        if _FUNCTIONS.get("silent"):
+            terminalreporter.write_line(f"  --function left out {_FUNCTIONS['silent']} judged tests that say no "
+                                        f"function they call (properties/calls.py)")
+    if NOT_COVERED and (everything or not _JUDGED):
         terminalreporter.section("logitcheck: NOT COVERED (the implementation lacks these)")
         for name in sorted(NOT_COVERED):
             terminalreporter.write_line(f"  {name}")
 
 
-def failing_case_lines(rows: list[dict]) -> list[str]:
-    """Per failed test: what failed (property, record, dtype, category, error against its bound),
-    the drawn case, and the command that reruns it."""
-    out = []
-    for row in rows:
-        f = row.get("failure") or {}
-        what = " ".join(x for x in (f.get("property") or row["nodeid"].rsplit("::", 1)[-1],
-                                    f.get("dtype", ""), f"({f['category']})" if f.get("category") else "") if x)
-        if f.get("error_u") is not None:
-            what += f": error {f['error_u']:.4g} u, bound {f['bound_u']:.4g} u"
-        out += [f"{row['nodeid']}", f"  {what}"]
-        if f.get("case"):
-            out.append(f"  case  {f['case']}")
-        out.append(f"  rerun {f.get('rerun') or row['nodeid']}")
-    return out
-
-
 class FailingCases:
-    """The terminal summary's last section: the failing cases and their rerun commands. A hook
-    wrapper that runs outermost, so it writes after pytest's short summary, just above the
-    final counts line."""
+    """The terminal summary's last section: the failures grouped by cause, each group's WHY,
+    smallest shrunk case and rerun command once. A hook wrapper that runs outermost, so it writes
+    after pytest's short summary, just above the final counts line."""
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter):
         yield
-        failed = [r for r in _OUTCOMES if r["outcome"] == "failed"]
+        failed = [r for r in _ROWS if r.outcome == "failed"]
         if failed:
-            terminalreporter.section("logitcheck: failing cases (rerun each with its command)")
-            for text in failing_case_lines(failed):
+            n = len(verdict.groups(failed))
+            terminalreporter.section(f"logitcheck: failing cases, {len(failed)} in {n} group"
+                                     f"{'s' * (n > 1)} by cause (rerun each with its command)")
+            for text in verdict.failure_lines(failed):
                 terminalreporter.write_line(text)

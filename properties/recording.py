@@ -279,16 +279,30 @@ def device(backend: str) -> str:
     return f"{name.decode() if isinstance(name, bytes) else name} (CUDA runtime {cp.cuda.runtime.runtimeGetVersion()})"
 
 
-def reproduce_template(impl: str, backend: str, profile: str, seed: Any, derandomized: bool) -> str:
-    """The command that reruns one test (``{nodeid}`` to fill in) the way this run ran it."""
-    cmd = "python -m pytest {nodeid} --hypothesis-profile=" + profile
-    if seed is not None and not derandomized:
-        cmd += f" --hypothesis-seed={seed}"
-    if impl != "gpu_impl":
-        cmd += f" --impl {impl}"
-    if backend != "numpy":
-        cmd += f" --backend {backend}"
+def reproduce_template(impl: str, backend: str, profile: str, seed: Any, derandomized: bool,
+                       contract: str = "default", plugin: bool = False) -> str:
+    """The pytest line that reruns one test (``{nodeid}`` to fill in) the way this run ran it:
+    every option that changes what the test does, each argument quoted for a POSIX shell (an
+    ``exec:`` command holds spaces); ``plugin``: the run loaded properties.plugin with ``-p``,
+    so the rerun must too (``--impl`` is that plugin's option)."""
+    cmd = "python -m pytest" + (" -p properties.plugin" if plugin else "") + " {nodeid} " + \
+        shlex.join(rerun_options(impl, backend, profile, seed, derandomized, contract))
     return cmd
+
+
+def rerun_options(impl: str, backend: str, profile: str, seed: Any, derandomized: bool,
+                  contract: str = "default") -> list[str]:
+    """The options of a rerun, defaults left out."""
+    out = [f"--hypothesis-profile={profile}"]
+    if seed is not None and not derandomized:
+        out.append(f"--hypothesis-seed={seed}")
+    if impl != "gpu_impl":
+        out += ["--impl", impl]
+    if backend != "numpy":
+        out += ["--backend", backend]
+    if contract != "default":
+        out += ["--contract", contract]
+    return out
 
 
 def _identity(config: Any) -> tuple[str, str, str, Any, bool]:
@@ -299,9 +313,43 @@ def _identity(config: Any) -> tuple[str, str, str, Any, bool]:
             config.getoption("hypothesis_seed", None), bool(settings.default.derandomize))
 
 
+def _contract(config: Any) -> str:
+    return str(config.getoption("--contract", "default") or "default")
+
+
+def _plugin_from_command_line(config: Any) -> bool:
+    """Whether ``-p properties.plugin`` came on the command line (an ini file's addopts reload
+    it by themselves wherever the rerun runs from the same directory)."""
+    args = list(getattr(config.invocation_params, "args", ()) or ())
+    return any(a == "properties.plugin" and i and args[i - 1] == "-p" for i, a in enumerate(args)) or \
+        "-pproperties.plugin" in args
+
+
+def package_nodeid(config: Any, nodeid: str) -> str | None:
+    """``nodeid`` relative to the folder that holds the installed ``properties`` package
+    (``properties/samplers/test_x.py::test[top_p]``), the same on every machine and install;
+    None for a test outside the package."""
+    import properties
+
+    path, sep, rest = nodeid.partition("::")
+    home = Path(properties.__file__).resolve().parent.parent
+    try:
+        rel = (Path(config.rootpath) / path).resolve().relative_to(home)
+    except ValueError:
+        return None
+    return rel.as_posix() + sep + rest if rel.parts[:1] == ("properties",) else None
+
+
 def rerun_command(config: Any, nodeid: str) -> str:
-    """The command that reruns test ``nodeid`` the way this run ran it."""
-    return reproduce_template(*_identity(config)).replace("{nodeid}", shlex.quote(nodeid))
+    """The command that reruns test ``nodeid`` the way this run ran it, from any directory: a
+    test of the suite by ``logitcheck rerun`` (which finds the installed package), any other by
+    the pytest line (run from this run's directory)."""
+    ident = _identity(config)
+    inside = package_nodeid(config, nodeid)
+    if inside is not None:
+        return shlex.join(["logitcheck", "rerun", inside, *rerun_options(*ident, _contract(config))])
+    return reproduce_template(*ident, _contract(config), _plugin_from_command_line(config)) \
+        .replace("{nodeid}", shlex.quote(nodeid))
 
 
 def run_meta(config: Any, exitstatus: int) -> dict[str, Any]:
@@ -318,7 +366,8 @@ def run_meta(config: Any, exitstatus: int) -> dict[str, Any]:
             "selection": selection, "workers": workers or 1,
             "date": _STARTED.isoformat(timespec="seconds"), "duration_s": round(time.monotonic() - _T0, 1),
             "pytest_exit": exitstatus, "versions": versions(), "not_covered": sorted(NOT_COVERED),
-            "reproduce": reproduce_template(impl, backend, profile, seed, derandomized)}
+            "reproduce": reproduce_template(impl, backend, profile, seed, derandomized, _contract(config),
+                                            _plugin_from_command_line(config))}
 
 
 def dump(path: Path, outcomes: list[dict[str, Any]], meta: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from properties import cdf_shape
@@ -77,6 +78,7 @@ def with_corners(test: Callable) -> Callable:
     return test
 
 
+@pytest.mark.calls("llama_cpp_chain")
 @with_corners
 @settings(max_examples=_EXAMPLES)
 @given(cc=chain_cases())
@@ -89,6 +91,7 @@ def test_llama_cpp_chain_follows_the_oracle_chain(impl, cc):
         raise Failure(why, property="llama_cpp_chain ≡ the oracle's chain", record="llama_cpp_chain", case=cc)
 
 
+@pytest.mark.calls("llama_cpp_chain", "llama_cpp_chain_dist")
 @with_corners
 @settings(max_examples=max(5, _EXAMPLES // 4))
 @given(cc=chain_cases())

@@ -65,6 +65,7 @@ def _impl_draws(sub, fn: str, row: np.ndarray, t: float, n: int, seed: int) -> t
     return np.concatenate(ids), np.concatenate(firsts)
 
 
+@pytest.mark.calls("vllm_sample")
 @pytest.mark.parametrize("family, vocab, seed, t", ROWS)
 def test_exponential_race_samples_the_softmax(impl, family, vocab, seed, t):
     row = make_logits(family, vocab, seed).astype(np.float64) / t
@@ -82,6 +83,7 @@ def test_exponential_race_samples_the_softmax(impl, family, vocab, seed, t):
     assert same < 1.0, "the race chose the inverse-CDF token for every one of 5000 shared uniforms"
 
 
+@pytest.mark.calls("candle_sample")
 @pytest.mark.parametrize("family, vocab, seed, t", ROWS)
 def test_candle_gumbel_samples_its_truncated_law(impl, family, vocab, seed, t):
     row = make_logits(family, vocab, seed).astype(np.float64)
@@ -120,6 +122,7 @@ def test_oracle_rules_sample_the_softmax(family, vocab, seed, t):
                           category="distribution")
 
 
+@pytest.mark.calls("mistralrs_weights", "mistralrs_sample")
 @pytest.mark.parametrize("family, vocab, seed, t, k, p, m", WEIGHT_ROWS)
 def test_weighted_index_follows_its_weights(impl, family, vocab, seed, t, k, p, m):
     """mistral.rs' WeightedIndex on the stratified grid: token j drawn N·w_j/W ± (1 + 2Nκ) times.

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from hypothesis import given
 
-from oracle.engines.settings import softmax
 from properties.engines.records import engines_impl
-from properties.engines.seeds import (FN, LAW_ROWS, STREAM_ALPHA, STREAM_SEEDS, STREAM_STEPS, STREAM_VOCAB, UNSEEDED,
-                                      repeat_limit, repeated_steps, seed_cases, seeded_tokens, violation)
-from properties.stats import POWER_N, gof_samples, sample_size
+from properties.engines.seeds import (FN, LAW_ROWS, UNSEEDED, check_law_over_seeds, check_stream_advances, seed_cases,
+                                      violation)
 from properties.failure import Failure
 from properties.plugin import covered
 from properties.samplers.strategies import make_logits
+
+pytestmark = pytest.mark.calls(FN)  # every test here judges the seeded sampler (properties/calls.py)
 
 
 @given(case=seed_cases())
@@ -42,38 +42,17 @@ def test_fresh_entropy_for_unseeded_rows_leaves_seeded_rows_alone(impl):
             f"of the batch with seeds {seeds.tolist()} and the default batch seed (-1, fresh entropy), {alone} alone"
 
 
-@pytest.mark.parametrize("family, vocab, seed, step", LAW_ROWS)
-def test_draws_over_seeds_follow_the_softmax(impl, family, vocab, seed, step):
-    """One row, one seed per draw (distinct seeds, the same step): the tokens follow softmax(row),
-    judged by the χ² gate at N = max(POWER_N, sample_size(V)) (99 % power at TVD 0.02; a correct
-    engine fails with probability <= 1e-10, ``properties.stats``). Seeds base..base + N, base
-    fixed: the run repeats. Uniform noise in the race (argmax p/u) fails it."""
-    row = make_logits(family, vocab, seed)
-    probs = softmax(row.astype(np.float64))
-    n = max(POWER_N, sample_size(int((probs > 0).sum())))
+@pytest.mark.parametrize("row", LAW_ROWS, ids=lambda r: f"{r[0]}-{r[1]}-step{r[3]}")
+def test_draws_over_seeds_follow_the_softmax(impl, row):
+    """One row, one seed per draw (distinct seeds, the same step): the tokens follow softmax(row)
+    by the χ² gate (``seeds.check_law_over_seeds``: a correct engine fails with probability
+    <= 1e-10). Uniform noise in the race (argmax p/u) fails it."""
     with covered():
-        ids = seeded_tokens(engines_impl(impl), row, np.arange(n, dtype=np.int64) + 10_000 * seed, step)
-    res = gof_samples(ids, probs)
-    if not res.passed:
-        raise Failure(f"draws over seeds do not follow softmax: {res.describe()}", property="law over seeds",
-                      record=FN, case=f"make_logits({family!r}, {vocab}, {seed}), seeds {10_000 * seed}.. +{n}, "
-                                      f"step {step}", category="distribution")
+        check_law_over_seeds(engines_impl(impl), row)
 
 
 def test_a_seeds_stream_advances_from_step_to_step(impl):
-    """A seed's tokens at steps 0..S-1 on a flat row of 1,000 tokens: a repeat (the same token as
-    the step before) has probability Σp² ≈ 1e-3 per pair, so over 200 seeds × 4 pairs more than
-    ``repeat_limit`` repeats has probability <= 1e-10 for a correct engine; a stream that
-    re-reads the same uniforms at every step repeats on every pair."""
-    row = make_logits("flat", STREAM_VOCAB, 64)
-    probs = softmax(row.astype(np.float64))
-    seeds = np.arange(STREAM_SEEDS, dtype=np.int64) * 7919 + 1
-    pairs = STREAM_SEEDS * (STREAM_STEPS - 1)
+    """A seed's tokens at consecutive steps repeat no more often than independent draws do
+    (``seeds.check_stream_advances``: P <= 1e-10 for a correct engine)."""
     with covered():
-        n = repeated_steps(engines_impl(impl), row, seeds, STREAM_STEPS)
-    limit = repeat_limit(probs, pairs)
-    if n > limit:
-        raise Failure(f"{n} of {pairs} (seed, step) pairs repeat the previous step's token; a correct stream "
-                      f"repeats at most {limit} (P <= {STREAM_ALPHA:g}): the stream does not advance with the step",
-                      property="stream advances", record=FN,
-                      case=f"make_logits('flat', {STREAM_VOCAB}, 64), seeds {seeds[:3].tolist()}.., steps 0..{STREAM_STEPS - 1}")
+        check_stream_advances(engines_impl(impl))

@@ -108,7 +108,7 @@ def test_plugin_output_follows_the_schema(runs):
     one, _, _ = runs
     assert problems(one) == []
     failed = next(t for t in one["tests"] if t["outcome"] == "failed")
-    rerun = "python -m pytest test_a.py::test_fails --hypothesis-profile=ci"
+    rerun = "python -m pytest -p properties.plugin test_a.py::test_fails --hypothesis-profile=ci"
     assert failed["reproduce"] == rerun
     assert failed["failure"] == _shrunk_failure(rerun)
 
@@ -133,7 +133,7 @@ def test_a_checks_failure_reaches_the_results_row_with_every_field(runs):
     assert f["property"] == "softmax invariants row 0" and f["record"] == "softmax" and f["dtype"] == "float32"
     assert f["case"] == "Case(family='zipf', vocab=16, dtype='float32', seeds=(501,), params={})"
     assert f["category"] == "error bound" and f["error_u"] > f["bound_u"] > 0 and f["ratio"] > 1
-    assert f["rerun"] == "python -m pytest test_a.py::test_fails --hypothesis-profile=ci"
+    assert f["rerun"] == "python -m pytest -p properties.plugin test_a.py::test_fails --hypothesis-profile=ci"
     out = (tmp / "stdout0.txt").read_text()  # the terminal summary ends with the case and its rerun
     tail = out[out.index("logitcheck: failing cases"):]
     assert f["case"] in tail and f"rerun {f['rerun']}" in tail and "short test summary" not in tail

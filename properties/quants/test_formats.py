@@ -65,6 +65,7 @@ def test_oracle_bad_input_is_a_clear_value_error(qtype, raw, shape, match):
     _bad_input_decision(SIDES["oracle"], qtype, raw, shape, match)
 
 
+@pytest.mark.calls("dequantize")
 @pytest.mark.parametrize("qtype, raw, shape, match", _bad_cases())
 def test_bad_input_is_a_clear_value_error(qimpl, qtype, raw, shape, match):
     with covered():
@@ -77,6 +78,7 @@ def test_oracle_unknown_type_id_is_a_clear_value_error(type_id):
         SIDES["oracle"](np.zeros(64, np.uint8), type_id, (32,))
 
 
+@pytest.mark.calls("dequantize")
 @pytest.mark.parametrize("type_id", UNKNOWN_IDS)
 def test_unknown_type_id_is_a_clear_value_error(qimpl, type_id):
     with covered(), pytest.raises(ValueError, match="unknown"):
@@ -98,6 +100,7 @@ def test_oracle_row_helpers_reject_out_of_range():
             getattr(oq, fn)(*args)
 
 
+@pytest.mark.calls(*sorted({fn for fn, _, _ in _row_helper_cases()}))
 def test_row_helpers_reject_out_of_range(qimpl):
     with covered():
         for fn, args, match in _row_helper_cases():

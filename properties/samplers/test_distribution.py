@@ -110,6 +110,7 @@ def oracle_chain(names: tuple) -> Chain:
 
 
 @pytest.mark.parametrize("family, vocab, seed, dtype", CI_ROWS + nightly(NIGHTLY_ROWS))
+@pytest.mark.calls("dist")
 def test_impl_dist_follows_oracle_distribution(impl, family, vocab, seed, dtype):
     require_profile((family, vocab, seed, dtype))
     row = make_logits(family, vocab, seed, dtype)
@@ -122,6 +123,7 @@ def test_impl_dist_follows_oracle_distribution(impl, family, vocab, seed, dtype)
                       category="distribution")
 
 
+@pytest.mark.calls(DISTRIBUTION_GATE)
 @given(data=st.data())
 def test_dist_on_the_grid(impl, data):
     run(impl, DISTRIBUTION_GATE, None, "float32", data)
@@ -129,6 +131,7 @@ def test_dist_on_the_grid(impl, data):
 
 @settings(max_examples=ONE_CDF_EXAMPLES * max(1, settings.default.max_examples // 40))
 @given(data=st.data())
+@pytest.mark.calls(DIST_ONE_CDF)
 def test_dist_follows_one_cdf_at_large_vocabularies(impl, data):
     """Drawn rows of 32,000 / 151,936 / 262,144 tokens, ~250 uniforms each (properties/cdf_shape.py):
     one normaliser must explain every draw; a float32 running sum in token order fails."""
@@ -136,6 +139,7 @@ def test_dist_follows_one_cdf_at_large_vocabularies(impl, data):
 
 
 @pytest.mark.parametrize("chain, case", CHAIN_ROWS, ids=[c for c, _ in CHAIN_ROWS])
+@pytest.mark.calls("dist")
 def test_impl_chain_then_dist_follows_oracle_chain(impl, chain, case):
     family, vocab, seed, dtype = case
     row = make_logits(family, vocab, seed, dtype)
@@ -166,6 +170,7 @@ def mirostat_survivors(row64: np.ndarray, mu: float, tau: float, eta: float) -> 
 
 
 @pytest.mark.parametrize("family, vocab, seed, dtype, mu, tau, eta", MIROSTAT_ROWS)
+@pytest.mark.calls("mirostat_v2")
 def test_impl_mirostat_v2_follows_its_survivors(impl, family, vocab, seed, dtype, mu, tau, eta):
     row = make_logits(family, vocab, seed, dtype)
     q = mirostat_survivors(row.astype(np.float64), mu, tau, eta)

@@ -18,6 +18,7 @@ FILTERS = sampler_records("filter")
 NOOP_RECORDS = [r for r in sampler_records("filter", "transform") if NOOP.applies(r)]
 
 
+@pytest.mark.calls(SOFTMAX_INVARIANTS)
 @given(data=st.data())
 def test_softmax_invariants(impl, data):
     run(impl, SOFTMAX_INVARIANTS, None, "float32", data)

@@ -40,6 +40,7 @@ def check_masked_chain(impl, row: np.ndarray, chain: list[Step]) -> None:
         assert why is None, f"chain {chain}: {why}"
 
 
+@pytest.mark.calls(*CHAIN_SAMPLERS)
 @given(case=chain_cases())
 @example(case=XTC_AFTER_NEG_INF_BIAS)
 def test_masked_impl_chain_equals_truncated_oracle(impl, case):

@@ -89,6 +89,7 @@ def test_oracle_named_cases():
     np.testing.assert_allclose(spec.target_filter(np.array([0.1, 0.3, 0.3, 0.3]), 3, 0.6), [0, 0.5, 0.5, 0])
 
 
+@pytest.mark.calls("rejection_sample")
 def test_per_row_filters(impl):
     """Per-row top_k / top_p: each row of a batch with mixed settings (off, top-k, top-p, both) is
     what that row gives alone with the same uniforms, and never emits a token its filter drops."""
