@@ -15,15 +15,14 @@ from typing import Callable
 
 import numpy as np
 
-from properties.engines.chains_whole import STAGES, ChainParams, canonical_row
-from properties.samplers.records import RECORDS_BY_NAME
+from properties.engines.chains_whole import STAGES, ChainParams, canonical_row, stage_row
 from properties.ties import logit_classes
 
 WINDOW = 1000  # the windowed normaliser's width, as engines that "only need the top 1,000" use
 
 
 def _stage(name: str, x: np.ndarray, cp: ChainParams) -> np.ndarray:
-    return RECORDS_BY_NAME[name].run_oracle(x, cp.stage(name), truncated=True).dense_logits(x.size)
+    return stage_row(name, x, cp.stage(name))
 
 
 def _in_order(stages: tuple[str, ...]) -> Callable[[np.ndarray, ChainParams], np.ndarray]:

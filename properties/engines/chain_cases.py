@@ -31,8 +31,7 @@ from typing import Any, Callable
 import numpy as np
 from hypothesis import example, settings, strategies as st
 
-from properties.engines.chains_whole import STAGES, ChainParams, violation
-from properties.samplers.records import RECORDS_BY_NAME
+from properties.engines.chains_whole import ChainParams, stage_row, violation
 from properties.samplers.strategies import Case, cases
 
 NONE = np.zeros(0, dtype=np.int64)
@@ -80,11 +79,6 @@ def chain_params(draw: st.DrawFn, vocab: int) -> ChainParams:
 def broad_chain_cases(draw: st.DrawFn) -> ChainCase:
     case = draw(cases(max_batch=1, max_vocab=4096), label="case")
     return ChainCase(case, draw(chain_params(case.vocab), label="chain"))
-
-
-def _stage(name: str, x: np.ndarray, params: dict) -> np.ndarray:
-    """The oracle's stage on a dense float64 row (-inf = not a candidate)."""
-    return RECORDS_BY_NAME[name].run_oracle(x, params, truncated=True).dense_logits(x.size)
 
 
 def _ranked(x: np.ndarray) -> np.ndarray:
@@ -137,9 +131,9 @@ def _interacting_params(draw: st.DrawFn, row: np.ndarray, ranked: np.ndarray, wi
                repeat=draw(st.sampled_from([1.0, 1.5, 2.0]), label="repeat"),
                freq=draw(st.sampled_from([0.0, 0.5]), label="freq"),
                present=draw(st.sampled_from([0.5, 1.0, 0.25]), label="present"))
-    x = _stage("penalties", row, pen)
+    x = stage_row("penalties", row, pen)
     k = 0 if window else cut + draw(st.integers(0, 2), label="k past the cut")
-    x = _stage("top_k", x, {"k": k})
+    x = stage_row("top_k", x, {"k": k})
     # top_p: halfway between two cumulative masses of top_k's renormalised survivors (a window
     # case: keeping up to 900 of the row)
     order = _ranked(x)
@@ -150,7 +144,7 @@ def _interacting_params(draw: st.DrawFn, row: np.ndarray, ranked: np.ndarray, wi
     if top >= 1 and "top_p" not in off:
         j = max(1, top - draw(st.integers(0, top - 1), label="top_p drops"))
         p = _between(cum[j], cum[j - 1])
-    x = _stage("top_p", x, {"p": p, "min_keep": 0})
+    x = stage_row("top_p", x, {"p": p, "min_keep": 0})
     # min_p: halfway (in logits) between two of top_p's survivors
     order = _ranked(x)
     m = 0.0

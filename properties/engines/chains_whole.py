@@ -65,6 +65,11 @@ class Composed:
     """Tie classes of the oracle's post-penalty row (``properties.ties.logit_classes``)."""
 
 
+def stage_row(name: str, x: np.ndarray, params: dict) -> np.ndarray:
+    """The oracle's stage ``name`` on a dense float64 row (-inf = not a candidate), dense out."""
+    return RECORDS_BY_NAME[name].run_oracle(x, params, truncated=True).dense_logits(x.size)
+
+
 def compose(row64: np.ndarray, cp: ChainParams) -> Composed:
     """Must/may survivor sets after each stage, over every legal path through the chain."""
     paths, musts, mays = [row64], [], []
