@@ -14,6 +14,7 @@ outputs still occur, so an upstream fix (or an oracle change) fails, naming the 
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -22,6 +23,7 @@ import numpy as np
 from oracle import samplers as s
 from oracle.candidates import TokenDataArray
 from properties.peers.llama_cpp import adapter as peer
+from properties.peers.llama_cpp import finding_rows as rows
 from properties.peers.llama_cpp.witness import (Fill, Witness, backend_abort, backend_answer, cpu_answer, cpu_raw,
                                                 oracle_answer, oracle_raw)
 
@@ -56,6 +58,10 @@ class Finding:
     """How a judge uses it to explain a disagreement (empty: no judge cites it)."""
     bound: str = ""
     """The judge's stated error bound that covers it (a float32 effect shown, never a bug)."""
+    shows_on: Callable[[str, np.ndarray, dict], bool] | None = None
+    """(judged function, row as the engine got it, that row's parameters) -> whether the defect
+    acts there (``finding_rows``): a failing case of llama.cpp judged through the protocol that
+    satisfies it is filed as this finding (``filed_as_findings``)."""
 
     def row(self) -> dict:
         return {"id": self.id, "sampler": self.sampler, "kind": self.kind, "description": self.description,
@@ -128,6 +134,25 @@ def _dist_singleton_draw():
     return {"one_candidate_draws": llama}, {"one_candidate_draws": oracle}
 
 
+ZERO_WEIGHT_ROW = (-1000.0, 0.0, 0.0)
+"""Token 0 weighs exp(-1000) = 0 even in float64; tokens 1 and 2 weigh 1 each."""
+
+
+def _dist_zero_uniform():
+    # u = 0 comes from llama.cpp's generator only after two zero outputs in a row; the protocol
+    # harness drives the generator to it (examples/llama_cpp/harness.py), as the judge found it
+    from properties.protocol.harness import exec_module
+    from properties.samplers.records import RECORDS_BY_NAME
+
+    harness = exec_module(f"{sys.executable} {peer._REPO_ROOT / 'examples/llama_cpp/harness.py'}")
+    try:
+        llama = int(np.asarray(harness.dist(np.asarray([ZERO_WEIGHT_ROW], dtype=np.float32), np.zeros(1)))[0])
+    finally:
+        harness.HARNESS.close()
+    legal = RECORDS_BY_NAME["dist"].legal_tokens(np.asarray(ZERO_WEIGHT_ROW), {"u": 0.0})
+    return {"token": llama}, {"legal_tokens": np.flatnonzero(legal).tolist()}
+
+
 def _discrete_singleton():
     with peer.adaptive_p(-1.0, 0.9, 4242) as a, peer.adaptive_p(-1.0, 0.9, 4242) as b:
         llama = _picks(a, np.zeros(1, np.float32)) == _picks(b, None)
@@ -191,7 +216,7 @@ _CPU: list[Finding] = [
             "typical(p=0.5, min_keep=0) on logits [0, -inf, 1, 2, -1, 0.5]",
             {"ids": [3]}, {"ids": [2, 3]},
             call=Witness((0.0, NEG_INF, 1.0, 2.0, -1.0, 0.5), (("typical", {"p": 0.5, "min_keep": 0}),), where="cpu"),
-            pick=_IDS),
+            pick=_IDS, shows_on=rows.typical_nan_entropy),
     Finding("typical-nan-entropy-scrambled", "typical", BEHAVIOUR,
             "The NaN entropy of typical-nan-entropy on more than 16 candidates: std::sort's introsort "
             "partitions on NaN keys, the order it leaves is neither the softmax nor a typicality order, and "
@@ -202,7 +227,8 @@ _CPU: list[Finding] = [
             "typical(p=0.5, min_keep=0) on 17 logits linspace(2, -2), -inf at token 8",
             {"ids": [9, 8, 16, 15, 14, 13, 12, 11, 10, 0, 7, 6, 5, 4]}, {"ids": [3, 4, 2, 5, 1]},
             call=Witness(tuple(NEG_INF if i == 8 else 2 - i / 4 for i in range(17)),  # linspace(2, -2, 17)
-                         (("typical", {"p": 0.5, "min_keep": 0}),), where="cpu"), pick=_IDS),
+                         (("typical", {"p": 0.5, "min_keep": 0}),), where="cpu"), pick=_IDS,
+            shows_on=rows.typical_nan_entropy_scrambled),
     Finding("mirostat-k-overflow", "mirostat", BEHAVIOUR,
             "mirostat v1 computes k in float; with (nearly) flat top-m probabilities s_hat -> 0 and "
             "k = inf (or >= 2^31, or NaN once two p are 0). int(k) is undefined there; x86-64 yields "
@@ -222,14 +248,15 @@ _CPU: list[Finding] = [
             "orders them last. The oracle sorts by value.",
             "top_k(129) on 300 logits: 0 everywhere, 1e9 at token 5, 3e8 at token 7",
             {"first": 7, "token_5_kept": False}, {"first": 5, "token_5_kept": True}, call=Witness(Fill(300, 0.0, ((5, 1e9), (7, 3e8))), (("top_k", {"k": 129}),), where="cpu"),
-            pick=lambda r: {"first": r["ids"][0], "token_5_kept": 5 in r["ids"]}),
+            pick=lambda r: {"first": r["ids"][0], "token_5_kept": 5 in r["ids"]}, shows_on=rows.bucket_overflow),
     Finding("top-n-sigma-variance-overflow", "top_n_sigma", BEHAVIOUR,
             "top_n_sigma accumulates the squared deviations in a float: beyond |logit - mean| ~ 1.8e19 the "
             "sum overflows to inf, std = inf, the threshold max - n·std = -inf and nothing is masked. The "
             "oracle's float64 variance masks as specified.",
             "top_n_sigma(1.0) on logits [3e19, 0, 0, 0]",
             {"masked": []}, {"masked": [1, 2, 3]}, call=Witness((3e19, 0.0, 0.0, 0.0), (("top_n_sigma", {"n": 1.0}),), where="cpu"),
-            pick=lambda r: {"masked": [i for i, x in zip(r["ids"], r["logits"]) if x == "-inf"]}),
+            pick=lambda r: {"masked": [i for i, x in zip(r["ids"], r["logits"]) if x == "-inf"]},
+            shows_on=rows.variance_overflow),
     Finding("greedy-no-finite-logit", "greedy", BEHAVIOUR,
             "greedy on an array with no finite logit returns index 0 (a -inf token); the oracle raises.",
             "greedy() on logits [-inf, -inf, -inf, -inf]",
@@ -244,6 +271,18 @@ _CPU: list[Finding] = [
             {"result": "ValueError: dist: no candidate with a finite logit to select"}, call=Witness((NEG_INF,) * 4, (("dist", {"seed": 0}),), where="cpu"),
             pick=lambda r: {"selected": r["selected"], "p_is_nan": all(p == "nan" for p in r["p"])},
             oracle_pick=_RAISED),
+    Finding("dist-zero-uniform-zero-weight", "dist", BEHAVIOUR,
+            "dist selects the first index whose double running sum reaches S·u; at u = 0 the target is 0 "
+            "and the first candidate reaches it whatever its weight, so a token whose weight is exactly 0 "
+            "(here exp(-1000) = 0 even in float64: a -inf-like logit kept as a candidate) is returned. "
+            "llama.cpp's generator gives u = 0 only after two zero outputs in a row (odds 2^-64 per draw); "
+            "the protocol harness, which drives it to the judge's uniforms, meets it at the judge's "
+            "u = 0 corner (the 'huge' row family, whose smallest logits weigh 0). The judge never accepts a token of zero weight (it has probability 0): "
+            "the first token of positive weight is legal.",
+            "dist with its generator driven to u = 0 on logits [-1000, 0, 0] "
+            "(examples/llama_cpp/harness.py, protocol call dist)",
+            {"token": 0}, {"legal_tokens": [1]}, custom=_dist_zero_uniform,
+            shows_on=rows.zero_uniform_zero_weight),
     Finding("softmax-float-running-sum", "top_p (softmax_impl)", BEHAVIOUR,
             "softmax_impl accumulates the normaliser in one float running sum: adding 262,143 terms of "
             "6.1e-6 to a sum near 2 rounds the same way every time, so p of the top token comes out "

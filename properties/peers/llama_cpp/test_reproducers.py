@@ -28,8 +28,10 @@ ONE_PER_KIND = {"typical-nan-entropy", "backend-greedy-returns-position", "backe
 
 def test_every_llama_cpp_behaviour_has_a_reproducer():
     missing = [f.id for f in FINDINGS if f.kind == "llama.cpp behaviour" and not reproducers.script(f.id)]
-    # the DRY crash needs the C++-only llama_sampler_init_dry_testing: its replay is the reproducer
-    assert missing == ["dry-testing-disabled-segfault"], f"findings without a reproducer: {missing}"
+    # the DRY crash needs the C++-only llama_sampler_init_dry_testing, and dist at u = 0 a generator
+    # driven through the protocol harness (examples/llama_cpp/harness.py): their replays are the reproducers
+    assert missing == ["dist-zero-uniform-zero-weight", "dry-testing-disabled-segfault"], \
+        f"findings without a reproducer: {missing}"
 
 
 @pytest.mark.parametrize("finding", WITH_SCRIPT, ids=lambda f: f.id)
