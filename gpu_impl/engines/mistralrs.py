@@ -1,6 +1,6 @@
 """mistral.rs' CPU sampler on fixed-shape [B, V] rows: penalties (frequency/presence, then
-repetition), softmax(l / T), then top_k, top_p, min_p by zeroing probabilities, never
-renormalising; ``WeightedIndex`` picks the first token whose cumulative weight exceeds u·total."""
+repetition), softmax(l / T), then top_k, top_p (cutoff: p times the top-k mass), min_p by zeroing
+probabilities, never renormalising the weights; ``WeightedIndex`` picks the first token whose cumulative weight exceeds u·total."""
 from __future__ import annotations
 
 from typing import Any
@@ -27,7 +27,7 @@ def mistralrs_weights(logits: Any, history: Any, repetition: Any, frequency: Any
     y = x - (c * f[:, None] + (c > 0) * pr[:, None])
     rr = r[:, None]
     y = xp.where((c > 0) & (rr != 1), xp.where(y > 0, y / rr, y * rr), y)
-    greedy = t <= 0
+    greedy = t < 1e-7  # mistral.rs: a temperature below 1e-7 is greedy
     with quiet():
         probs = row_softmax(xp, y / xp.where(greedy, 1, t)[:, None], (y / xp.where(greedy, 1, t)[:, None]).max(axis=1))
     order = xp.argsort(-probs, axis=1, kind="stable")  # descending, lower id first
@@ -36,9 +36,11 @@ def mistralrs_weights(logits: Any, history: Any, repetition: Any, frequency: Any
     kk = xp.where(k > 0, xp.minimum(k, V), V)[:, None]
     zero = pos >= kk
     before = xp.cumsum(srt, axis=1) - srt  # running f32 sum before each token
-    # zeroed from the first position whose running sum before it reaches p (a prefix even when
-    # the scan's float partial sums are not monotone)
-    zero |= ((p > 0) & (p < 1))[:, None] & (pos >= first_reach(xp, before, p)[:, None]) & (pos < kk)
+    # top_p's cutoff is p times the top-k mass (mistral.rs 0.9.5 renormalises over the top-k set);
+    # zeroed from the first position whose running sum before it reaches the cutoff (a prefix even
+    # when the scan's float partial sums are not monotone)
+    cutoff = p * xp.where(pos < kk, srt, xp.float32(0)).sum(axis=1)
+    zero |= ((p > 0) & (p < 1))[:, None] & (pos >= first_reach(xp, before, cutoff)[:, None]) & (pos < kk)
     zero |= ((m > 0) & (m < 1))[:, None] & ((srt[:, :1] * m[:, None]) >= srt)
     w_sorted = xp.where(zero, xp.float32(0), srt)
     w = xp.empty_like(w_sorted)

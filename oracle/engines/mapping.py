@@ -150,7 +150,7 @@ def _top_p_tie_matters(x: np.ndarray, r: Run) -> bool:
 
 def greedy_at(rule: str | None, t: float) -> bool:
     """Whether an engine with this ``greedy`` trait decodes greedily at temperature ``t``."""
-    return t < 1e-5 if rule == "t < 1e-5" else t <= 0
+    return t < float(rule[4:]) if rule and rule.startswith("t < ") else t <= 0
 
 
 def _differs(a: dict, b: dict, trait: str) -> bool:
@@ -179,7 +179,8 @@ def translate(s: Settings, source: str, target: str) -> Translation:
         if t <= 0 and TRAITS[engine]["greedy"] is None:
             raise ValueError(f"{engine} has no sampling at temperature {t} (greedy is do_sample=False)")
     if greedy_at(a["greedy"], t) != greedy_at(b["greedy"], t):
-        reasons.append(Difference("greedy", f"temperature {t} < 1e-5 is greedy in vLLM only"))
+        greedy = source if greedy_at(a["greedy"], t) else target
+        reasons.append(Difference("greedy", f"temperature {t} is greedy in {greedy} only ({TRAITS[greedy]['greedy']})"))
     lacks = sorted(on - set(ENGINES[target].SUPPORTS))
     for f in lacks:
         reasons.append(Difference("dropped", f"{target} has no {f} (dropped)", f))
@@ -195,7 +196,9 @@ def translate(s: Settings, source: str, target: str) -> Translation:
         reasons.append(Difference("min_p_before_top_p",
                                   "vLLM applies min_p before top_p; top_p then renormalises over fewer tokens"))
     if {"top_k", "top_p"} <= kept and a["top_p_renormalises"] != b["top_p_renormalises"]:
-        reasons.append(Difference("top_p_renormalises", "mistral.rs' top_p sums un-renormalised probabilities after top_k"))
+        full = source if not a["top_p_renormalises"] else target
+        reasons.append(Difference("top_p_renormalises", f"top_p measures the un-renormalised mass of the top-k tokens in "
+                                  f"{full} (MLX: top_p before top_k), the renormalised top-k mass in the other"))
     if "typical_p" in kept and kept & {"top_p", "min_p"} and _differs(a, b, "typical_position"):
         reasons.append(Difference("typical_position", "typical runs before top_p in llama.cpp, after min_p in transformers"))
     if "typical_p" in kept and _differs(a, b, "typical_ties"):

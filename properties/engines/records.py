@@ -341,8 +341,17 @@ def _mistralrs_records() -> list[SamplerRecord]:
             return [params]
         order = ascending_order(np.where(np.isfinite(y), y, -np.inf))[::-1]
         k = int(by["t"].oracle_kept(row, params).sum())
-        # a logit error δ moves each p_i by at most p_i·2δ: the kept mass by 2δ at most
-        d = mass_bound(y, order, min(k + 2, y.size), model=softmax_model(y)) + 2 * err if 0 < params["p"] < 1 else 0.0
+        # a logit error δ moves each p_i by at most p_i·2δ: the kept mass by 2δ at most. The cut
+        # compares the running sum B with p·S, S the top-k mass (itself a float32 sum of kk terms):
+        # it flips only where |B/S - p| <= (e_B + p·e_S)/S
+        d = 0.0
+        if 0 < params["p"] < 1:
+            model = softmax_model(y)
+            kk = int(params["k"]) if 0 < int(params["k"]) < y.size else y.size
+            s_k = float(np.sort(model.p)[::-1][:kk].sum())
+            e_b = mass_bound(y, order, min(k + 2, y.size), model=model) + 2 * err
+            e_s = mass_bound(y, order, kk, model=model) + 2 * err
+            d = (e_b + params["p"] * e_s) / s_k
         e = math.exp(min(threshold_window(y, params["m"], "ratio") + 2 * err, 700.0)) if 0 < params["m"] < 1 else 1.0
         # float32 weights below the smallest normal may underflow to 0 (flushed on a GPU): such a
         # token may be dropped, never must be kept
@@ -377,7 +386,8 @@ def _mistralrs_records() -> list[SamplerRecord]:
                                "p": m / k, "m": 0.0},
         allowance="on the row it truncates (penalties, then / t: its own float32 error δ in logits): tokens "
                   "ranked by fp32 probability, so values within 4·u32·(spread + log2 n + 8) + δ are "
-                  "interchangeable; top_p on un-renormalised mass ± the mass window of the kept prefix + 2δ, "
+                  "interchangeable; top_p on the renormalised top-k mass ± (the kept prefix's mass window + p × the "
+                  "top-k sum's, each + 2δ) / the top-k mass, "
                   "min_p threshold as transformers.min_p widened by exp(2δ) (equality removed); t = 0: the "
                   "first maximum, ties within the same width")
     by["t"] = rec
