@@ -100,6 +100,9 @@ def softmax_error(p_hat: np.ndarray, logits64: np.ndarray, u: float = U32) -> Er
     e = np.where(finite, np.exp(logits64 - m), 0.0)
     p = e / e.sum()
     diff = np.abs(p_hat.astype(np.float64) - p)
+    if not np.isfinite(diff).all():  # NaN or inf where p is finite: no bound covers it
+        i = int(np.flatnonzero(~np.isfinite(diff))[0])
+        return ErrorReport(math.inf, 0.0, i)
     model = np.where(finite, np.abs(np.where(finite, logits64, m) - m), 0.0) + log2n(int(finite.sum())) + 6
     allowed = u * model * p + SUBNORMAL_FLOOR
     scale = u * np.maximum(p, F32_TINY)
@@ -109,19 +112,23 @@ def softmax_error(p_hat: np.ndarray, logits64: np.ndarray, u: float = U32) -> Er
 
 
 def elementwise_error(out_hat: np.ndarray, out64: np.ndarray, allowed_u: np.ndarray, u: float = U32) -> ErrorReport:
-    """|out^ - out| against ``allowed_u`` units of u·|out| per element (infinities must match)."""
-    out_hat = out_hat.astype(np.float64)
-    inf_mismatch = np.isinf(out64) != np.isinf(out_hat)
-    if inf_mismatch.any():
-        i = int(np.flatnonzero(inf_mismatch)[0])
-        return ErrorReport(math.inf, float(np.broadcast_to(allowed_u, out64.shape)[i]), i)
-    finite = np.isfinite(out64) & np.isfinite(out_hat)
+    """|out^ - out| against ``allowed_u`` units of u·|out| per element. Non-finite values must
+    match exactly (NaN with NaN, each infinity with itself): a non-finite output where the oracle
+    is finite, or the reverse, is an error of infinite size - a NaN is not a small error."""
+    out_hat = np.asarray(out_hat, dtype=np.float64)
+    out64 = np.asarray(out64, dtype=np.float64)
+    allowed = np.broadcast_to(allowed_u, out64.shape)
+    finite_hat, finite = np.isfinite(out_hat), np.isfinite(out64)
+    same_nonfinite = (np.isnan(out_hat) & np.isnan(out64)) | (np.isinf(out_hat) & (out_hat == out64))
+    mismatch = (finite_hat != finite) | (~finite & ~finite_hat & ~same_nonfinite)
+    if mismatch.any():
+        i = int(np.flatnonzero(mismatch)[0])
+        return ErrorReport(math.inf, float(allowed.reshape(-1)[i]), i)
     scale = u * np.maximum(np.abs(out64), F32_TINY)
     with np.errstate(invalid="ignore"):
         err_u = np.where(finite, np.abs(out_hat - out64) / np.where(finite, scale, 1.0), 0.0)
-    allowed = np.broadcast_to(allowed_u, out64.shape)
     i = int(np.argmax(err_u / allowed))
-    return ErrorReport(float(err_u[i]), float(allowed[i]), i)
+    return ErrorReport(float(err_u.reshape(-1)[i]), float(allowed.reshape(-1)[i]), i)
 
 
 def nonfinite_mismatch(out: np.ndarray, exact: np.ndarray) -> str | None:

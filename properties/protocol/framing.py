@@ -9,7 +9,10 @@ from typing import Any, BinaryIO
 import ml_dtypes
 import numpy as np
 
-VERSION = 1
+VERSION = 2
+"""The newest protocol version: 2 echoes each call's id in its answer (``CALL <id> ...``,
+``OK <id> ...``, ``ERROR <id> ...``), so no answer can be taken for another call's. Version 1
+(no ids) is still read; docs/protocol.md states what it cannot catch."""
 MAX_HEADER = 4096
 DTYPES: dict[str, np.dtype] = {"f32": np.dtype("<f4"), "f64": np.dtype("<f8"), "i64": np.dtype("<i8"),
                                "i32": np.dtype("<i4"), "u8": np.dtype("u1"), "str": np.dtype("u1")}
@@ -47,10 +50,11 @@ def wire_array(value: Any) -> tuple[str, np.ndarray]:
     raise TypeError(f"an argument of dtype {a.dtype} has no protocol dtype")
 
 
-def encode_call(function: str, args: list[tuple[str, Any]]) -> list[bytes | memoryview]:
+def encode_call(function: str, args: list[tuple[str, Any]], call_id: int | None = None) -> list[bytes | memoryview]:
     """``CALL`` with its ``ARG`` arrays, as the pieces to write in order (the arrays' own memory,
-    not copies)."""
-    parts: list[bytes | memoryview] = [f"CALL {function} {len(args)}\n".encode()]
+    not copies); ``call_id`` (version 2) goes after ``CALL``."""
+    head = f"CALL {function} {len(args)}" if call_id is None else f"CALL {call_id} {function} {len(args)}"
+    parts: list[bytes | memoryview] = [f"{head}\n".encode()]
     for name, value in args:
         code, a = wire_array(value)
         dims = " ".join(str(d) for d in a.shape)

@@ -6,13 +6,11 @@ or short frame, a result of the wrong shape or dtype) raises ``HarnessFault`` na
 its arguments; the process is killed and the next call starts a new one, so the run goes on."""
 from __future__ import annotations
 
+import atexit
 import os
-import select
 import shlex
 import signal
 import subprocess
-import tempfile
-import time
 import types
 from typing import Any, Callable
 
@@ -20,10 +18,16 @@ import numpy as np
 
 from properties.backends import CaseNotCarried, HarnessFault
 from properties.protocol import framing
-from properties.protocol.signatures import PARTS, argument_names, check_results
+from properties.protocol.pipes import READ_CHUNK, STDERR_KEEP, Pipe, StderrRing, widen_pipe
+from properties.protocol.signatures import (PARTS, argument_names, check_header, check_results, element_cap,
+                                            expected_results)
 
 DEFAULT_TIMEOUT_S = 120.0
-HANDSHAKE_TIMEOUT_S = 30.0
+FAULTS_IN_A_ROW = 3
+"""Faults in a row (no answered call between) after which the rest of that test's calls fail at
+once with the first of them, unsent; the next test starts a fresh process. A hang counts as
+all three: it has already cost a whole timeout. Without this a harness that faults on every call
+is restarted for every example and every shrink step hypothesis tries."""
 
 
 class HarnessUnsupported(Exception):
@@ -31,127 +35,105 @@ class HarnessUnsupported(Exception):
 
 
 def timeout_s() -> float:
+    """Seconds a harness has for its handshake and for each answer (``LOGITCHECK_EXEC_TIMEOUT``)."""
     return float(os.environ.get("LOGITCHECK_EXEC_TIMEOUT", DEFAULT_TIMEOUT_S))
 
 
-PIPE_BYTES = 1 << 20
+def memory_bound(function: str, args: list[tuple[str, Any]]) -> int:
+    """Bytes the judge may hold for one call beyond its arguments, whatever the harness does:
+    the results the call is due (their expected size; a result whose shape the arguments do not
+    fix, at most ``element_cap`` 8-byte elements), one read chunk, the stderr ring with one
+    drained chunk, a header line, and 256 KiB for the judge's own objects (a restart's process
+    and pipes, the fault's message). Announced sizes are checked before anything is allocated."""
+    kwargs = dict(args)
+    due = 0
+    for w in expected_results(function, kwargs):
+        due += (int(np.prod(w.shape)) * 8) if w.shape is not None else element_cap(kwargs) * 8
+    return due + READ_CHUNK + 2 * STDERR_KEEP + framing.MAX_HEADER + (64 << 10) + (256 << 10)
 
 
-def _widen_pipe(fd: int) -> None:
-    """Ask Linux for a 1 MiB pipe buffer (the default 64 KiB makes a 1 MiB row 16 hand-overs
-    between the processes); elsewhere, or past the system's limit, the default stays."""
-    try:
-        import fcntl
-
-        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), PIPE_BYTES)
-    except (OSError, ImportError, ValueError):
-        pass
+def current_test() -> str | None:
+    """The node id of the test pytest is running in this process, or None outside a test:
+    the unit of the restart policy (pytest sets PYTEST_CURRENT_TEST to "<nodeid> (<phase>)")."""
+    value = os.environ.get("PYTEST_CURRENT_TEST")
+    return value.rsplit(" (", 1)[0] if value else None
 
 
 class _Reported(HarnessFault):
     """``ERROR failed``: the harness reported its own failure and is still in step: no restart."""
 
 
-class _Pipe:
-    """Buffered reads and writes on the process's pipes with a deadline (select + os.read)."""
-
-    def __init__(self, proc: subprocess.Popen, deadline: float) -> None:
-        self.proc, self.deadline, self.buf = proc, deadline, bytearray()
-
-    def _wait(self, fd: int, write: bool) -> None:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError
-        r, w, _ = select.select([] if write else [fd], [fd] if write else [], [], left)
-        if not (r or w):
-            raise TimeoutError
-
-    def write(self, data: bytes | memoryview) -> None:
-        fd, view = self.proc.stdin.fileno(), memoryview(data).cast("B")
-        while view:
-            self._wait(fd, write=True)
-            try:
-                n = os.write(fd, view[:PIPE_BYTES])
-            except BlockingIOError:
-                continue
-            view = view[n:]
-
-    def _fill(self) -> bool:
-        fd = self.proc.stdout.fileno()
-        self._wait(fd, write=False)
-        chunk = os.read(fd, 4 * PIPE_BYTES)
-        self.buf += chunk
-        return bool(chunk)
-
-    def readline(self, limit: int = framing.MAX_HEADER + 1) -> bytes:
-        while True:
-            i = self.buf.find(b"\n", 0, limit)
-            if i >= 0:
-                line = bytes(self.buf[:i + 1])
-                del self.buf[:i + 1]
-                return line
-            if len(self.buf) >= limit or not self._fill():
-                line = bytes(self.buf[:limit])
-                del self.buf[:limit]
-                return line
-
-    def read(self, n: int) -> bytearray:
-        """n bytes (fewer only at end of stream): what is buffered, then the rest read straight
-        into the result (a payload of megabytes is copied once, not appended chunk by chunk)."""
-        have = min(n, len(self.buf))
-        out = bytearray(n)
-        out[:have] = self.buf[:have]
-        del self.buf[:have]
-        view, got, fd = memoryview(out), have, self.proc.stdout.fileno()
-        while got < n:
-            self._wait(fd, write=False)
-            k = os.readv(fd, [view[got:]])
-            if not k:
-                break
-            got += k
-        return out if got == n else out[:got]
+class _NoGreeting(Exception):
+    """The process ended its output at the greeting: a harness written for an older version."""
 
 
 class Harness:
-    """The engine's harness process: handshake, calls, restarts."""
+    """The engine's harness process: handshake, calls, restarts, and its end."""
 
     def __init__(self, command: str) -> None:
         self.command = command
         self.proc: subprocess.Popen | None = None
-        self.name = ""
+        self.pipe: Pipe | None = None
+        self.stderr: StderrRing | None = None
+        self.name, self.version = "", 0
         self.functions: frozenset[str] = frozenset()
         self.claims: tuple[str, ...] = ()
-        self.stderr = tempfile.TemporaryFile()
-        self.restarts = 0
+        self.starts = self.restarts = 0
         self.broken: str | None = None
+        """Why the handshake failed: the harness is given up and every call fails with this."""
+        self.next_id = 1
+        self.last_answered = ""
+        self._test: str | None = None
+        self._in_a_row = 0
+        self._given_up: str | None = None
+        self._answered: str | None = None
+        """How far the current answer came (None before its first line): for short-frame messages."""
         self._start()
+        atexit.register(self.close)
 
     # --- process --------------------------------------------------------------------------
-    def _start(self) -> None:
-        self.stderr.seek(0)
-        self.stderr.truncate()
-        try:
-            self.proc = subprocess.Popen(["sh", "-c", self.command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                         stderr=self.stderr, start_new_session=True)
-        except OSError as exc:
-            self.broken = f"cannot start {self.command!r}: {exc}"
-            return
+    def _spawn(self) -> None:
+        self.starts += 1
+        self.proc = subprocess.Popen(["sh", "-c", self.command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True)
+        self.stderr = StderrRing(os.dup(self.proc.stderr.fileno()))
+        self.proc.stderr.close()
         os.set_blocking(self.proc.stdin.fileno(), False)
         for fd in (self.proc.stdin.fileno(), self.proc.stdout.fileno()):
-            _widen_pipe(fd)
-        try:
-            self._handshake()
-            self.broken = None
-        except (TimeoutError, EOFError, framing.FrameError, OSError, ValueError) as exc:
-            self.broken = f"handshake with {self.command!r} failed: {self._why(exc)}"
-            self._kill()
+            widen_pipe(fd)
+        self.pipe = Pipe(self.proc)
 
-    def _handshake(self) -> None:
-        pipe = _Pipe(self.proc, time.monotonic() + HANDSHAKE_TIMEOUT_S)
-        pipe.write(f"LOGITCHECK {framing.VERSION}\n".encode())
-        first = self._line(pipe).split(" ", 2)
-        if first[:2] != ["LOGITCHECK", str(framing.VERSION)]:
-            raise ValueError(f"expected 'LOGITCHECK {framing.VERSION} <name>', got {' '.join(first)[:120]!r}")
+    def _start(self) -> None:
+        for offer in range(framing.VERSION, 0, -1):
+            try:
+                self._spawn()
+            except OSError as exc:
+                self.broken = f"cannot start {self.command!r}: {exc}"
+                return
+            try:
+                self._handshake(offer)
+                return
+            except _NoGreeting:
+                self._kill()  # a strict older harness exits at a greeting it does not know
+            except (TimeoutError, EOFError, framing.FrameError, OSError, ValueError) as exc:
+                why = "no answer within the handshake's timeout" if isinstance(exc, TimeoutError) else \
+                    self._exit_why() if isinstance(exc, (EOFError, BrokenPipeError)) else str(exc)
+                self.broken = f"handshake with {self.command!r} failed: {why}{self._tail(exc)}"
+                self._kill()
+                return
+
+    def _handshake(self, offer: int) -> None:
+        pipe = self.pipe.until(timeout_s())
+        try:
+            pipe.write(f"LOGITCHECK {offer}\n".encode())
+            first = self._line(pipe).split(" ", 2)
+        except (EOFError, BrokenPipeError):
+            if offer > 1 and self._exited(1.0):
+                raise _NoGreeting from None
+            raise
+        if first[0] != "LOGITCHECK" or len(first) < 2 or not first[1].isdigit() or not 1 <= int(first[1]) <= offer:
+            raise ValueError(f"expected 'LOGITCHECK {offer} <name>' (or an older version), got {' '.join(first)[:120]!r}")
+        self.version = int(first[1])
         self.name = first[2] if len(first) > 2 else "harness"
         functions, claims = set(), []
         while True:
@@ -165,97 +147,169 @@ class Harness:
             else:
                 raise ValueError(f"unexpected handshake line {' '.join(fields)[:120]!r}")
         self.functions, self.claims = frozenset(functions), tuple(claims)
+        self.last_answered = "the handshake"
 
-    def _line(self, pipe: _Pipe) -> str:
-        line = pipe.readline()
+    def _line(self, pipe: Pipe) -> str:
+        line = pipe.readline(framing.MAX_HEADER + 1)
         if not line:
             raise EOFError("the harness closed its output")
         if not line.endswith(b"\n"):
-            raise framing.FrameError("short" if len(line) <= framing.MAX_HEADER else "malformed",
-                                     f"an unterminated header line {line[:80]!r}")
+            if len(line) <= framing.MAX_HEADER:
+                raise EOFError(f"the stream ended inside a header line {line[:80]!r}")
+            raise framing.FrameError("malformed", f"a header line longer than {framing.MAX_HEADER} bytes")
         try:
             return line[:-1].decode("ascii")
         except UnicodeDecodeError:
             raise framing.FrameError("malformed", f"a header line that is not ASCII: {line[:80]!r}") from None
 
-    def _kill(self) -> None:
+    def _exited(self, wait_s: float) -> bool:
+        try:
+            self.proc.wait(timeout=wait_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+
+    def _exit_why(self) -> str:
+        """After the output ended: the exit status, or that the process lives on without output
+        (it is killed; never waited for without a bound)."""
         if self.proc is None:
+            return "the process is gone"
+        if self._exited(0.5):
+            return f"the process exited (status {self.proc.returncode})"
+        return "the harness closed its output but kept running (killed)"
+
+    def _tail(self, exc: BaseException | None = None) -> str:
+        if self.stderr is None:
+            return ""
+        settle = 0.5 if self.proc is not None and self.proc.poll() is not None else 0.0
+        return self.stderr.tail(settle_s=settle)
+
+    def _kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
             return
         try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)  # the whole group: sh and what it started
         except (ProcessLookupError, PermissionError):
             pass
         try:
-            self.proc.wait(timeout=10)
+            proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        self.proc = None
-
-    def _stderr_tail(self, n: int = 800) -> str:
-        self.stderr.seek(0)
-        text = self.stderr.read().decode("utf-8", errors="replace").strip()
-        return ("; stderr: ..." + text[-n:]) if len(text) > n else (f"; stderr: {text}" if text else "")
-
-    def _why(self, exc: BaseException) -> str:
-        if isinstance(exc, TimeoutError):
-            return "no answer in time"
-        if isinstance(exc, EOFError) or isinstance(exc, (BrokenPipeError, ConnectionResetError)):
-            code = self.proc.wait(timeout=5) if self.proc else None
-            return f"the process exited (status {code}){self._stderr_tail()}"
-        return str(exc)
-
-    def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        for f in (proc.stdin, proc.stdout):
             try:
-                _Pipe(self.proc, time.monotonic() + 2).write(b"QUIT\n")
-                self.proc.wait(timeout=2)
-            except (OSError, TimeoutError, subprocess.TimeoutExpired):
+                f.close()
+            except OSError:
                 pass
+
+    def close(self, grace_s: float = 1.0) -> None:
+        """End the harness: QUIT and end of input, then SIGTERM, then SIGKILL to its process
+        group, ``grace_s`` apart; nothing it started outlives the judge."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                self.pipe.until(grace_s).write(b"QUIT\n")
+            except (OSError, TimeoutError):
+                pass
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            for sig in (None, signal.SIGTERM):
+                if sig is not None:
+                    try:
+                        os.killpg(proc.pid, sig)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+                try:
+                    proc.wait(timeout=grace_s)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
         self._kill()
 
     # --- calls ----------------------------------------------------------------------------
+    def _enter_test(self) -> None:
+        test = current_test()
+        if test != self._test:
+            self._test, self._in_a_row, self._given_up = test, 0, None
+
+    def _fault(self, message: str, hang: bool = False) -> HarnessFault:
+        """A fault of the harness on this call: the process is killed (restarted at the next
+        call) and the restart policy counts it."""
+        self._kill()
+        self._in_a_row = FAULTS_IN_A_ROW if hang else self._in_a_row + 1
+        if self._test is not None and self._in_a_row >= FAULTS_IN_A_ROW and self._given_up is None:
+            self._given_up = message
+        return HarnessFault(message)
+
     def call(self, function: str, args: list[tuple[str, Any]]) -> Any:
         """One call: its results (one array, or a tuple of them), ValueError for ``refused``,
         ``HarnessUnsupported``, or ``HarnessFault`` after which the process is restarted."""
-        if self.proc is None or self.proc.poll() is not None:
-            if self.proc is not None:
-                self._kill()
-            self.restarts += 1
-            self._start()
         what = f"{function}({framing.describe_args(args)})"
         if self.broken:
-            raise HarnessFault(f"harness unusable: {self.broken}; call {what}")
+            raise HarnessFault(f"harness unusable: {self.broken}; call {what} not sent")
+        self._enter_test()
+        if self._given_up is not None:
+            raise HarnessFault(f"{self._given_up} [then {what} was not sent: the harness faulted on "
+                               f"{self._in_a_row} call(s) in a row in this test; a new one starts at the next test]")
+        if self.proc is None or self.proc.poll() is not None:
+            if self.proc is not None:
+                self._kill()  # it ended between calls
+            self.restarts += 1
+            self._start()
+            if self.broken:
+                raise HarnessFault(f"harness unusable: {self.broken}; call {what} not sent")
+        self._answered = None
         try:
-            return self._exchange(function, args, what)
-        except _Reported:
-            raise
-        except HarnessFault:
-            self._kill()
+            out = self._exchange(function, args, what)
+        except (_Reported, HarnessFault, ValueError, HarnessUnsupported, CaseNotCarried):
             raise
         except TimeoutError:
-            self._kill()
-            raise HarnessFault(f"harness hung: no complete answer to {what} within {timeout_s():g} s "
-                               f"(LOGITCHECK_EXEC_TIMEOUT){self._stderr_tail()}") from None
-        except (EOFError, BrokenPipeError, ConnectionResetError, OSError) as exc:
-            why = self._why(exc if not isinstance(exc, OSError) or isinstance(exc, (BrokenPipeError, ConnectionResetError))
-                            else EOFError())
-            self._kill()
-            raise HarnessFault(f"harness crashed during {what}: {why}") from None
+            if self._answered:
+                raise self._fault(f"harness sent a short frame answering {what}: {self._answered}, then nothing "
+                                  f"within {timeout_s():g} s (LOGITCHECK_EXEC_TIMEOUT; the process was still running)"
+                                  f"{self._tail()}", hang=True) from None
+            raise self._fault(f"harness hung: no complete answer to {what} within {timeout_s():g} s "
+                              f"(LOGITCHECK_EXEC_TIMEOUT){self._tail()}", hang=True) from None
+        except (EOFError, OSError) as exc:
+            why = self._exit_why()
+            if self._answered:
+                raise self._fault(f"harness sent a short frame answering {what}: {self._answered}, then {why}"
+                                  f"{self._tail()}") from None
+            raise self._fault(f"harness crashed during {what}: {why}{self._tail()}") from None
         except framing.FrameError as exc:
-            self._kill()
-            raise HarnessFault(f"harness sent a {exc.kind} frame answering {what}: {exc}{self._stderr_tail()}") from None
+            raise self._fault(f"harness sent a {exc.kind} frame answering {what}: {exc}{self._tail()}") from None
+        self._in_a_row = 0
+        self.last_answered = what
+        return out
 
     def _exchange(self, function: str, args: list[tuple[str, Any]], what: str) -> Any:
+        call_id = self.next_id if self.version >= 2 else None
         try:
-            request = framing.encode_call(function, args)
+            request = framing.encode_call(function, args, call_id)
         except TypeError as exc:  # e.g. complex logits: a case no harness can be asked
             raise CaseNotCarried(f"{function}: {exc}: the protocol cannot put this case to a harness") from None
-        pipe = _Pipe(self.proc, time.monotonic() + timeout_s())
+        self.next_id += 1
+        pipe = self.pipe.until(timeout_s())
+        stray = pipe.stray()
+        if stray == b"":
+            raise EOFError("the harness closed its output between calls")
+        if stray is not None:
+            raise self._fault(f"harness sent bytes outside an answer: {stray!r} after its answer to "
+                              f"{self.last_answered}, before {what} was sent")
         for part in request:
             pipe.write(part)
-        head = self._line(pipe).split(" ", 2)
-        if head[0] == "ERROR":
-            kind, message = (head[1] if len(head) > 1 else ""), (head[2] if len(head) > 2 else "")
+        tag, _, rest = self._line(pipe).partition(" ")
+        self._answered = f"{tag} line"
+        if call_id is not None and tag in ("OK", "ERROR"):
+            got, _, rest = rest.partition(" ")
+            if got != str(call_id):
+                raise self._fault(f"harness answered the wrong call: {tag} for call id {got!r} while {call_id} "
+                                  f"({what}) was due: a stale, repeated or skipped answer")
+        if tag == "ERROR":
+            kind, _, message = rest.partition(" ")
+            self._check_quiet(pipe, what)
             if kind == "refused":
                 raise ValueError(f"{self.name} refused {function}: {message}")
             if kind == "unsupported":
@@ -263,26 +317,45 @@ class Harness:
             if kind == "failed":
                 raise _Reported(f"harness reported a failure in {what}: {message}")
             raise framing.FrameError("malformed", f"unknown ERROR kind {kind!r}")
-        if head[0] != "OK" or len(head) != 2 or not head[1].isdigit():
-            raise framing.FrameError("malformed", f"expected 'OK <n>' or 'ERROR <kind> <message>', got "
-                                                  f"{' '.join(head)[:120]!r}")
-        n = int(head[1])
+        if tag != "OK" or not rest.isdigit():
+            raise framing.FrameError("malformed", f"expected 'OK <n>' or 'ERROR <kind> <message>'"
+                                                  f"{' with the call id' if call_id else ''}, got {tag} {rest[:100]!r}")
+        n, kwargs = int(rest), dict(args)
         if not 1 <= n <= 8:
             raise framing.FrameError("malformed", f"OK announces {n} results (1 to 8 allowed)")
+        want = expected_results(function, kwargs)
+        if n != len(want):
+            raise self._fault(f"harness answered with the wrong shape/dtype for {what}: {n} result(s), "
+                              f"{function} returns {len(want)}")
         results = []
-        for _ in range(n):
+        for i, w in enumerate(want):
             code, dims = framing.parse_array_header(self._line(pipe).split(" "), "RESULT")
-            need = int(np.prod(dims, dtype=np.int64)) * framing.DTYPES[code].itemsize
-            data = pipe.read(need)
-            if len(data) != need:
-                if self.proc.poll() is not None or len(data) < need:
-                    raise framing.FrameError("short", f"a {code}{list(dims)} result announced {need} bytes, "
-                                                      f"{len(data)} arrived")
+            wrong = check_header(w, code, dims, kwargs)
+            if wrong:
+                raise self._fault(f"harness answered with the wrong shape/dtype for {what}: result {i} is {wrong}")
+            data = bytearray(int(np.prod(dims, dtype=np.int64)) * framing.DTYPES[code].itemsize)
+            self._answered = f"result {i} ({code}{list(dims)}) announced {len(data)} bytes"
+            try:
+                got = pipe.read_into(data)
+            except TimeoutError:
+                self._answered += f", {pipe.got} arrived"
+                raise
+            if got < len(data):
+                self._answered += f", {pipe.got} arrived"
+                raise EOFError
+            self._answered += f", {len(data)} arrived"
             results.append(_decode(code, dims, data))
-        wrong = check_results(function, dict(args), results)
+        wrong = check_results(function, kwargs, results)
         if wrong:
-            raise HarnessFault(f"harness answered with the wrong shape/dtype for {what}: {wrong}")
+            raise self._fault(f"harness answered with the wrong shape/dtype for {what}: {wrong}")
+        self._check_quiet(pipe, what)
         return results[0] if n == 1 else tuple(results)
+
+    def _check_quiet(self, pipe: Pipe, what: str) -> None:
+        """Nothing may follow an answer: extra bytes mean the stream is out of step."""
+        stray = pipe.stray()
+        if stray:
+            raise self._fault(f"harness sent bytes outside an answer: {stray!r} after its answer to {what}")
 
 
 def _decode(code: str, dims: tuple[int, ...], data: bytes) -> Any:
