@@ -43,9 +43,9 @@ KILLS = {
                         "impl≡oracle survivors[top_p]"),
     "softmax_top1000": ("properties/samplers/test_invariants.py::test_softmax_invariants", "Σp = "),
     "temp_misplaced": ("properties/engines/test_chains.py::test_llama_cpp_chain_follows_the_oracle_chain",
-                       "WHY  llama_cpp_chain ≡ the oracle's chain: "),
+                       "behaves like temp before"),
     "top_p_stale_softmax": ("properties/engines/test_chains.py::test_llama_cpp_chain_follows_the_oracle_chain",
-                            "(top_p) drops"),
+                            "behaves like top_p on a stale softmax"),
     "rope_restart": ("properties/ops/test_ops.py::test_op_property[impl_vs_oracle[rope]-float32]",
                      "impl≡oracle[rope]: output 0: error"),
 }

@@ -81,7 +81,8 @@ def _top_p_with(weights: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Call
 
 def _softmax32(x: np.ndarray, over: np.ndarray | None = None) -> np.ndarray:
     fin = np.isfinite(x)
-    e = np.where(fin, np.exp((np.where(fin, x, 0) - x[fin].max()).astype(np.float32)), np.float32(0))
+    e = np.exp((np.where(fin, x, x[fin].max()) - x[fin].max()).astype(np.float32))
+    e[~fin] = 0
     return (e / (e.sum(dtype=np.float32) if over is None else e[over].sum(dtype=np.float32))).astype(np.float32)
 
 
