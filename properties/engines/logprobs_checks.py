@@ -12,10 +12,12 @@ the implementation was given (``oracle.logprobs``) with the ops' log-softmax mod
 of the model's scale). -inf must come out exactly where the token is masked (or dropped by the
 chain), and nowhere else.
 
-Top-n convention (``oracle.logprobs``): the first n tokens in (logit descending, id ascending)
-order: sorted descending, no duplicate ids, every id in [0, V); masked ids only when the row has
-fewer than n finite tokens, then the lowest masked ids in ascending order with logprob exactly
--inf (never -1, never a repeat). An order differing from that one is accepted only where the
+Top-n convention (``oracle.logprobs``): the first n tokens in logit-descending order: sorted
+descending, no duplicate ids, every id in [0, V); masked ids only when the row has fewer than n
+finite tokens, then with logprob exactly -inf (never -1, never a repeat). Equal values are a tie
+(``properties.ties``): tied tokens may come in any order and, at the n-th place, any of them may
+be the one listed (torch.topk defines no order among equal values; the oracle's id-ascending
+order is one legal answer), masked pads included. Any other order is accepted only where the
 swapped tokens' exact logprobs lie within the sum of their allowances (a rounding tie).
 
 0.0 only where p = 1: a returned 0.0 claims p_i = 1, accepted where 1 - p_i is within the
@@ -191,16 +193,18 @@ def judge_top_n(prop: str, case: Any, x32: np.ndarray, n: int, ids: Any, lps: An
     win = m.allowance
     for b in range(B):
         got = ids[b]
-        before = lambda a, c: (x[b, a] > x[b, c]) | ((x[b, a] == x[b, c]) & (a < c))  # noqa: E731
-        near = lambda a, c: (np.isfinite(x[b, a]) & np.isfinite(x[b, c])  # noqa: E731
-                             & (np.abs(m.lp[b, a] - m.lp[b, c]) <= win[b, a] + win[b, c]))
+        before = lambda a, c: x[b, a] > x[b, c]  # noqa: E731  (equal values, -inf included: a tie, either order)
+        def near(a, c):  # both finite and within their allowances (-inf - -inf is NaN: not near)
+            with np.errstate(invalid="ignore"):
+                return (np.isfinite(x[b, a]) & np.isfinite(x[b, c])
+                        & (np.abs(m.lp[b, a] - m.lp[b, c]) <= win[b, a] + win[b, c]))
         if n > 1:
             a, c = got[:-1], got[1:]
-            wrong = ~before(a, c) & ~near(a, c)
+            wrong = before(c, a) & ~near(a, c)
             if wrong.any():
                 j = int(np.flatnonzero(wrong)[0])
                 fail(prop, case, f"row {b}: position {j} holds id {a[j]} (logit {x[b, a[j]]!r}) before id {c[j]} "
-                                 f"(logit {x[b, c[j]]!r}): not (logit descending, id ascending)")
+                                 f"(logit {x[b, c[j]]!r}): not logit descending")
             if (lps[b][:-1] < lps[b][1:]).any():
                 fail(prop, case, f"row {b}: logprobs not sorted descending: {lps[b][:8].tolist()}")
         if 0 < n < V:

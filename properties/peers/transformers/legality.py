@@ -7,9 +7,11 @@ each other after the dtype's rounding are one class, where any count is legal), 
 kept count must lie between the oracle's at the thresholds moved by δ towards "keep fewer" and
 "keep more" (``shift``): the peers' one kept-set rule (``properties.peers.kept_set``). δ = 0 in
 float64 (exact boundaries such as two equal logits at top_p = 0.5 are where "<=" versus "<" shows);
-in float32 ``delta_for`` gives the cumulative-sum and exp rounding. Where the counts equal the
-oracle's own, the probabilities are compared as sorted values (tied tokens may trade places):
-``PROB_TOL`` per dtype; at another legal count the bracket is the whole verdict.
+in float32 ``delta_for`` gives the cumulative-sum and exp rounding; a warper deciding on its
+probabilities also ties the tokens whose float32 probability underflows to 0 (``on_probabilities``).
+Where the counts equal the oracle's own, the probabilities are compared as sorted values (tied
+tokens may trade places): ``PROB_TOL`` per dtype; at another legal count the bracket is the whole
+verdict.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from properties.numerics import mass_allowance, unit_roundoff
 from properties.peers.kept_set import class_counts, tie_classes
 from properties.peers.legality import PeerOutput
 from properties.peers.legality import Legal, check, unjudged
+from properties.ties import underflowed
 
 PROB_TOL = {"float64": 1e-12, "float32": 1e-6}
 
@@ -65,13 +68,21 @@ def answer(hf_out: np.ndarray) -> PeerOutput:
 
 
 def legal_kept(dtype: str, key: np.ndarray, oracle: Callable[[dict], np.ndarray], thresholds: dict,
-               params: dict, delta: float) -> Legal:
+               params: dict, delta: float, on_probabilities: bool = False) -> Legal:
     """Every legal HF answer: per tie class of ``key`` (the pre-truncation scores) a kept count
     between the oracle's at the thresholds moved by δ; any kept scores, whose probabilities match
-    the oracle's as sorted values where every class count is the oracle's own."""
+    the oracle's as sorted values where every class count is the oracle's own.
+    ``on_probabilities``: the warper decides on its float32 probabilities (MinP's threshold and its
+    ``min_tokens_to_keep`` restore, ``torch.topk(probs, k)``), so in float32 the tokens whose
+    probability is an underflowed zero are one more tie (``properties.ties.underflowed``)."""
     exact = oracle(params)
     fewer, more = oracle(shift(params, thresholds, False, delta)), oracle(shift(params, thresholds, True, delta))
     cls, merged = tie_classes(key, dtype)
+    if on_probabilities and dtype == "float32":
+        zero = underflowed(key)
+        if zero.sum() > 1:  # one class (its own id, past the others): which of them is kept is free
+            cls = np.where(zero, cls.max(initial=-1) + 1, cls)
+            merged = np.append(merged, False)
     kept = np.isfinite(exact)
     counts, ids = class_counts(kept, cls), np.flatnonzero(kept)
     p_exact = o_hf.softmax(exact)[ids]
@@ -101,9 +112,9 @@ class KeptVerdict:
 
 
 def check_kept(name: str, dtype: str, hf_out: np.ndarray, key: np.ndarray, oracle: Callable[[dict], np.ndarray],
-               thresholds: dict, params: dict, delta: float) -> KeptVerdict:
+               thresholds: dict, params: dict, delta: float, on_probabilities: bool = False) -> KeptVerdict:
     """``legal_kept``'s ``Legal`` judged by the peers' one judge, with the outcome for the report."""
-    legal = legal_kept(dtype, key, oracle, thresholds, params, delta)
+    legal = legal_kept(dtype, key, oracle, thresholds, params, delta, on_probabilities)
     out = answer(hf_out)
     verdict = check(legal, TokenDataArray.from_logits(key), out)
     if not verdict.ok:
