@@ -34,7 +34,7 @@ def markdown(ledger) -> str:
         out += [f"## {title} ({len(items)})", ""]
         for f in items:
             out += [f"### `{f.id}` ({f.sampler})", "", f.description, "",
-                    f"- witness: {f.witness}", f"- expected: `{f.oracle_output}`", f"- llama.cpp: `{f.llama_output}`"]
+                    f"- witness: {f.witness}", f"- expected: `{f.oracle_output}`", f"- {f.engine}: `{f.llama_output}`"]
             out += [f"- bound: {f.bound}"] * bool(f.bound) + [f"- waiver: {f.waiver}"] * bool(f.waiver)
             out += [f"- reproduce: `logitcheck findings --script {f.id} > {f.id}.py && python {f.id}.py`"] * bool(
                 f.call is not None and f.kind == "llama.cpp behaviour")
@@ -47,6 +47,8 @@ def _line(label: str, value: object) -> str:
 
 
 def _group(f) -> str:
+    if f.engine != "llama.cpp":
+        return f"{f.engine} behaviours ({f.version}), replayed by properties/peers/{f.engine.replace('.', '')}"
     if f.kind == "agreement":
         return "agreements (checked against the peer, oracle fixed where it differed)"
     if f.kind != "llama.cpp behaviour":
@@ -86,7 +88,11 @@ def run(args: argparse.Namespace) -> int:
         for f in items:
             status = ""
             if args.replay and f.replayable:
-                llama, oracle = f.replay()
+                try:
+                    llama, oracle = f.replay()
+                except ImportError as exc:  # another peer engine not installed (pip install -e '.[peers-engines]')
+                    print(f"  {f.id}  ({f.sampler})  [not replayed: {exc}]")
+                    continue
                 ok = llama == f.llama_output and oracle == f.oracle_output
                 failed += not ok
                 status = "  [reproduces]" if ok else f"  [CHANGED: llama.cpp now {llama}, oracle {oracle}]"
@@ -94,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             print(textwrap.fill(f.description, 96, initial_indent="    ", subsequent_indent="    "))
             print(_line("witness", f.witness))
             print(_line("expected", f.oracle_output))
-            print(_line("llama.cpp", f.llama_output))
+            print(_line(f.engine, f.llama_output))
             if f.bound:
                 print(_line("bound", f.bound))
             if f.waiver:

@@ -62,10 +62,16 @@ class Finding:
     """(judged function, row as the engine got it, that row's parameters) -> whether the defect
     acts there (``finding_rows``): a failing case of llama.cpp judged through the protocol that
     satisfies it is filed as this finding (``filed_as_findings``)."""
+    engine: str = "llama.cpp"
+    """The real engine the entry is about: llama.cpp, or another peer (``properties/peers/<engine>``
+    replays it; ``llama_output`` is then that engine's observed answer)."""
+    version: str = "llama-cpp-python 0.3.36"
+    """The pinned release the entry was observed on."""
 
     def row(self) -> dict:
         return {"id": self.id, "sampler": self.sampler, "kind": self.kind, "description": self.description,
-                "witness": self.witness, "llama.cpp": self.llama_output, "oracle": self.oracle_output}
+                "witness": self.witness, "llama.cpp": self.llama_output, "oracle": self.oracle_output,
+                "engine": self.engine, "version": self.version}
 
     @property
     def replayable(self) -> bool:
@@ -485,7 +491,62 @@ def _with_waivers(entries: list[Finding]) -> list[Finding]:
     return [replace(f, waiver=_WAIVER_TEXT.get(f.id, f.waiver)) for f in entries]
 
 
-FINDINGS: list[Finding] = _with_waivers(_CPU + _BACKEND + _WAIVERS)
+def _mlx(name: str):
+    def replay() -> tuple[dict, dict]:
+        from properties.peers.mlx import findings as mlx_findings
+
+        return getattr(mlx_findings, name)()
+    return replay
+
+
+def _mistralrs(name: str):
+    def replay() -> tuple[dict, dict]:
+        from properties.peers.mistralrs import findings as mistralrs_findings
+
+        return getattr(mistralrs_findings, name)()
+    return replay
+
+
+_MLX, _MISTRALRS = dict(engine="mlx", version="mlx 0.32.4 / mlx-lm 0.32.2 (CPU)"), \
+    dict(engine="mistral.rs", version="mistralrs 0.9.5 (CPU wheel)")
+
+# ---- the other real engines (replayed by properties/peers/mlx and properties/peers/mistralrs) ----
+
+_OTHER_ENGINES: list[Finding] = [
+    Finding("mlx-top-k-at-least-vocab-raises", "top_k (mlx_lm.sample_utils.apply_top_k)", BEHAVIOUR,
+            "make_sampler(top_k=k) with k >= the vocabulary raises ValueError ('`top_k` has to be an integer in "
+            "the (0, n) interval'); llama.cpp (and every other engine) keeps every token.",
+            "a 4-token row, top_k = 4", {"result": "ValueError"}, {"kept": [0, 1, 2, 3]},
+            custom=_mlx("top_k_at_least_vocab"), **_MLX),
+    Finding("mlx-negative-temperature-samples-inverted", "temperature (categorical_sampling)", BEHAVIOUR,
+            "Only temp == 0 is greedy: a negative temperature multiplies the logits by 1/temp and samples, so the "
+            "least likely token becomes the most likely; llama.cpp's temp(t <= 0) keeps the maximum.",
+            "logits [0, 4], temp = -1, 1,000 draws (mx.random.seed(0))", {"most drawn": 0}, {"most drawn": 1},
+            custom=_mlx("negative_temperature"), **_MLX),
+    Finding("mlx-xtc-keeps-tied-least-above", "xtc (apply_xtc)", BEHAVIOUR,
+            "MLX's XTC drops every p strictly above the least p above the threshold (p > threshold, strict): every "
+            "token tied with that least one stays, and there is no min_keep; llama.cpp (p >= threshold) keeps one "
+            "token of the tie.", "p = (0.4, 0.3, 0.3), threshold 0.1, probability 1",
+            {"kept": [1, 2]}, {"kept count": 1}, custom=_mlx("xtc_keeps_tied_least_above"), **_MLX),
+    Finding("mistralrs-seed-ignored", "sampling RNG (Runner seed)", BEHAVIOUR,
+            "Every Runner starts the same RNG stream and Runner(seed=...) does not change it (a seeded Runner that is "
+            "the process's first raises 'cannot seed the CPU rng with set_seed'): draws repeat across runs, and no "
+            "seed selects another stream.", "four equal logits, 20 first tokens of an unseeded and a seed=1 Runner",
+            {"same draws": True}, {"same draws": False}, custom=_mistralrs("seed_ignored"), **_MISTRALRS),
+    Finding("mistralrs-logprobs-before-filters", "logprobs / top_logprobs", BEHAVIOUR,
+            "The reported logprobs are ln softmax(penalised / T) before top_k / top_p / min_p: a token the filters "
+            "removed (sampling probability 0) is reported with its unfiltered logprob, and the sampled token's "
+            "logprob is not its sampling probability.", "logits [1, 0], top_k = 1",
+            {"reported logprob of token 4": -1.313}, {"sampling probability of token 4": 0.0},
+            custom=_mistralrs("logprobs_before_filters"), **_MISTRALRS),
+    Finding("mistralrs-unset-temperature-samples", "temperature (Python API default)", BEHAVIOUR,
+            "A request without a temperature samples (at T = 1) in the 0.9.5 wheel; the upstream source read "
+            "(commit 9e922623f) maps an unset temperature to greedy.", "four equal logits, 40 sequences, no temperature",
+            {"distinct tokens": True}, {"distinct tokens": False}, custom=_mistralrs("unset_temperature_samples"),
+            **_MISTRALRS),
+]
+
+FINDINGS: list[Finding] = _with_waivers(_CPU + _BACKEND + _WAIVERS) + _OTHER_ENGINES
 
 
 class _Ledger(dict):

@@ -153,7 +153,8 @@ def test_chain_matches_llama_cpp(preset, data):
     assert rep.steps == STEPS or rep.stopped, f"chain ended after {rep.steps} steps without a reason"
 
 
-@pytest.mark.parametrize("finding", [f for f in findings.FINDINGS if f.replayable], ids=lambda f: f.id)
+@pytest.mark.parametrize("finding", [f for f in findings.FINDINGS if f.replayable and f.engine == "llama.cpp"],
+                         ids=lambda f: f.id)
 def test_finding_still_reproduces(finding):
     """Each recorded llama.cpp behaviour still occurs (a fixed upstream bug fails here, loudly),
     and the oracle still answers as recorded."""

@@ -29,6 +29,7 @@ from oracle.engines import Settings
 from oracle.engines import llama_cpp as o_llama
 from oracle.engines import mistralrs as o_mrs
 from properties import recording
+from properties.peers.llama_cpp.findings import FINDINGS
 from properties.numerics import U32, mass_allowance, softmax_model
 from properties.peers.mistralrs import adapter
 
@@ -227,3 +228,11 @@ def test_rng_stream_is_fixed_and_the_seed_ignored():
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "cannot seed the CPU rng" in out.stdout, out.stdout + out.stderr[-2000:]
     recording.table("peer_engines", {**(recording.TABLES.get("peer_engines") or {}), "mistral.rs": ENGINE})
+
+
+@pytest.mark.parametrize("finding", [f for f in FINDINGS if f.engine == "mistral.rs"], ids=lambda f: f.id)
+def test_mistralrs_finding_still_reproduces(finding):
+    """Each mistral.rs ledger entry still occurs on the pinned release (an upstream change fails here)."""
+    got, want = finding.replay()
+    assert got == finding.llama_output, f"mistral.rs now gives {got}, recorded {finding.llama_output}"
+    assert want == finding.oracle_output, f"the reference now gives {want}, recorded {finding.oracle_output}"

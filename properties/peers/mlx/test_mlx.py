@@ -22,6 +22,7 @@ from oracle.engines import Settings
 from oracle.engines import llama_cpp as o_llama
 from oracle.engines import mlx as o_mlx
 from properties import recording
+from properties.peers.llama_cpp.findings import FINDINGS
 from properties.engines.matrix import SETTINGS, cases, not_expressible
 from properties.peers.mlx import adapter
 
@@ -206,3 +207,11 @@ def test_xtc_differs_from_llama_cpp_where_witnessed():
 def test_versions_recorded():
     recording.table("peer_engines", {**(recording.TABLES.get("peer_engines") or {}), "mlx": ENGINE})
     assert adapter.versions() == adapter.PINNED
+
+
+@pytest.mark.parametrize("finding", [f for f in FINDINGS if f.engine == "mlx"], ids=lambda f: f.id)
+def test_mlx_finding_still_reproduces(finding):
+    """Each MLX ledger entry still occurs on the pinned release (an upstream change fails here)."""
+    got, want = finding.replay()
+    assert got == finding.llama_output, f"MLX now gives {got}, recorded {finding.llama_output}"
+    assert want == finding.oracle_output, f"the reference now gives {want}, recorded {finding.oracle_output}"
