@@ -7,13 +7,15 @@ A correct float32 dist may lay its CDF points C^_k off the exact C_k in two ways
   alike (p^ = e/S^), or cancels (llama.cpp's double S·u target);
 * per prefix k, the weights' own errors Σ_{i<=k} p_i·ρ_i (ρ_i the contract's elementwise bound:
   the rounded argument, the exp form, the division) and a scan in an order the contract accepts
-  for a CDF, γ_d·C_k (default: blocked over 1,024 threads, pairwise, compensated, wider).
+  for a CDF, γ_d·C_k (default: any, a float32 running total in token order included, as rand's
+  ``WeightedIndex<f32>`` in candle and mistral.rs; strict: llama.cpp's double running sum).
 
 So uniform u selecting token t (token order, the oracle's and llama.cpp's layout) means
 u·s ∈ [C_{t-1} - E_{t-1}, C_t + E_t] for s = 1/(1 + η), and every uniform of the row must hold
-for the *same* s. One uniform cannot tell a normaliser from a drift; a grid of them can: a
-float32 running sum in token order drifts with k (it stalls once a term is below half an ulp of
-the sum), which no single s explains, while its endpoint error alone sits inside θ.
+for the *same* s. One uniform cannot tell a normaliser from a drift; a grid of them can: a CDF
+that drifts with k beyond the accepted scan's γ_d (fp16 / bf16 sums, a float32 running total
+under strict, where it stalls once a term is below half an ulp of the sum) is explained by no
+single s, while its endpoint error alone may sit inside θ.
 
 The measure (``OneCdf.ratio``) is the smallest factor k by which every allowance (E and θ) must
 grow for one s to exist: <= 1 passes, and a bug's ratio says how far past its bound it is.
@@ -46,6 +48,8 @@ class OneCdf:
     theta: float
     worst: str
     """The two draws that disagree most, in words (empty when it passes)."""
+    n_tokens: int = 0
+    """The row's candidates (for the law-level bound in ``describe``)."""
 
     @property
     def passed(self) -> bool:
@@ -53,8 +57,17 @@ class OneCdf:
 
     def describe(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
-        return (f"{verdict}: no common normaliser explains the {self.n} draws unless every CDF allowance grows "
+        text = (f"{verdict}: no common normaliser explains the {self.n} draws unless every CDF allowance grows "
                 f"{self.ratio:.3g}x (normaliser θ = {self.theta:.3g}){': ' + self.worst if self.worst else ''}")
+        if self.passed:
+            return text
+        if math.isinf(self.ratio):
+            return f"{text}. Change: never return a token that is no candidate (a -inf logit has no CDF interval)."
+        law = nm.dist_law(self.n_tokens) if self.n_tokens else None
+        bound = f" (the contract's CDF moves one token by at most {law.per_token:.3g})" if law else ""
+        return (f"{text}. Law: the CDF points sit up to {self.ratio:.3g}x their allowance off{bound}. Change: "
+                f"invert one CDF of the row's own float32 weights, accumulated in float32 or wider (a running "
+                f"total, a blocked scan, a double sum; not fp16 / bf16), against u times that CDF's own total.")
 
 
 def uniforms(row64: np.ndarray) -> np.ndarray:
@@ -144,13 +157,13 @@ def judge(row64: np.ndarray, uniforms: np.ndarray, ids: np.ndarray, c: nm.Contra
 
     ok, i, j, s_lo, s_hi = feasible(1.0)
     if ok:
-        return OneCdf(_smallest(feasible, 0.0, 1.0), u.size, theta, "")
+        return OneCdf(_smallest(feasible, 0.0, 1.0), u.size, theta, "", int(finite.sum()))
     ratio = _smallest(feasible, 1.0, 2.0 ** 60)
     worst = (f"{layout} order: u = {u[i]:.9g} drew token {int(ids[i])} (exact CDF [{lo0[i]:.9g}, {hi0[i]:.9g}]): "
              f"the CDF scaled by >= {s_lo:.9g}; u = {u[j]:.9g} drew token {int(ids[j])} (exact CDF "
              f"[{lo0[j]:.9g}, {hi0[j]:.9g}]): by <= {s_hi:.9g}; allowed scale 1/(1 ± θ), points within "
              f"{eh[i]:.3g} / {eh[j]:.3g}")
-    return OneCdf(ratio, u.size, theta, worst)
+    return OneCdf(ratio, u.size, theta, worst, int(finite.sum()))
 
 
 def judge_any_layout(row64: np.ndarray, uniforms: np.ndarray, ids: np.ndarray,

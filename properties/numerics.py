@@ -27,14 +27,15 @@ terms is a reduction of K rounded products: depth + 1 (a fused multiply-add roun
 the product and the sum would round twice, so the unfused count bounds both).
 
 Contracts. ``DEFAULT`` accepts every correct strategy: any order above for sums, dot products
-and normalisers (the bound is the worst of them, sequential's γ_{n-1}), a blocked, tree,
-compensated or wider CDF for ``dist`` (llama.cpp's is a double running sum; a float32 CDF in
-token order drifts by up to γ_V, 1.6 % at V = 262,144, which is a distribution error, not
-rounding), the fast-math exponentials (``EXP_FORMS``), inputs inside each op's stated domain,
-and any decision on bad input that is not memory-unsafe. ``STRICT`` (``--contract strict``)
-demands tree-order error (⌈log2 n⌉ sums and scans), expf-accurate exponentials, overflow-safe
-results beyond the domain, and a ValueError for bad input; failures that
-only strict sees say so. An implementation may claim parts of strict for itself
+and normalisers (the bound is the worst of them, sequential's γ_{n-1}), any of those orders for
+the CDF ``dist`` inverts (a float32 running total in token order, as rand's ``WeightedIndex<f32>``
+in candle and mistral.rs computes it, a blocked scan as FlashInfer's, a tree, a compensated or a
+double sum; ``dist_law`` states what the loosest of them may do to the law), the fast-math
+exponentials (``EXP_FORMS``), inputs inside each op's stated domain, and any decision on bad
+input that is not memory-unsafe. ``STRICT`` (``--contract strict``) demands tree-order error
+(⌈log2 n⌉ sums and scans), llama.cpp's double running sum for dist's CDF, expf-accurate
+exponentials, overflow-safe results beyond the domain, and a ValueError for bad input; failures
+that only strict sees say so. An implementation may claim parts of strict for itself
 (``LOGITCHECK_CLAIMS`` in its module: "overflow_safe", "refuses_bad_input") and is then held
 to them under the default contract too.
 
@@ -228,8 +229,13 @@ class Contract:
 BATCH_CLAIM = "batch_invariant"
 
 
-DEFAULT = Contract("default", ALL_ORDERS, (BLOCKED, PAIRWISE, COMPENSATED, WIDE), False, False, EXP_FORMS)
-STRICT = Contract("strict", TREE_ORDERS, TREE_ORDERS, True, True, (EXPF,))
+# dist's CDF: the default contract accepts the arithmetic a correct float32 engine may do, a float32
+# running total included (its drift and its stall after a spike stay within γ_{k-1} of prefix k);
+# strict demands llama.cpp's own: a double running sum of the float32 weights against S·u
+DIST_CDF_DEFAULT = (SEQUENTIAL, BLOCKED, PAIRWISE, COMPENSATED, WIDE)
+DIST_CDF_STRICT = (WIDE,)
+DEFAULT = Contract("default", ALL_ORDERS, DIST_CDF_DEFAULT, False, False, EXP_FORMS)
+STRICT = Contract("strict", TREE_ORDERS, DIST_CDF_STRICT, True, True, (EXPF,))
 BATCH_INVARIANT = replace(DEFAULT, name="batch_invariant", batch_invariant=True)
 CONTRACTS = {c.name: c for c in (DEFAULT, STRICT, BATCH_INVARIANT)}
 _ACTIVE = [DEFAULT]
@@ -375,6 +381,34 @@ def cdf_bound(row64: np.ndarray, c: Contract | None = None, model: SoftmaxModel 
     live = m.p > F32_TINY
     elem = float(U32 * m.elementwise_u[live].max()) if live.any() else 0.0
     return 2 * elem + m.theta + gamma(c.cdf_depth(n)) + n * FTZ_FLOOR
+
+
+@dataclass(frozen=True)
+class DistLaw:
+    """What an accepted CDF arithmetic may do to the law dist samples, at n candidates."""
+    n: int
+    point: float
+    """κ: how far a CDF point may sit from the exact one (relative to the total; ``cdf_error``)."""
+    per_token: float
+    """The largest change of one token's probability: its interval's two ends, 2κ."""
+    total_variation: float
+    """A bound on the total variation distance to the exact law."""
+
+
+def dist_law(n: int, c: Contract | None = None) -> DistLaw:
+    """The law-level effect of the CDF arithmetic the contract accepts for dist, in probabilities.
+
+    Any accepted order puts a CDF point within κ = γ_d of the exact one (d its scan depth), so one
+    token's interval, and its probability, moves by at most 2κ. A running sum is tighter in total:
+    ŝ_k = fl(ŝ_{k-1} + w_k) gives token k the interval ŝ_k - ŝ_{k-1} = w_k + δ_k·ŝ_k, |δ_k| <= u,
+    so Σ_k |Δp_k| <= u·Σ_k Ĉ_k <= n·u, and the total variation is at most ½·n·u plus half the
+    total's own error (κ at the top). Default contract (a float32 running total accepted), n =
+    262,144: κ = 1.6 %, total variation <= 1.6 %; strict (llama.cpp's double sum): κ = 6e-8, total variation <= 3e-8."""
+    c = c or _ACTIVE[0]
+    n = max(int(n), 1)
+    point = gamma(c.cdf_depth(n))
+    unit = U64 if all(o is WIDE for o in c.cdf) else U32  # the running sum's own rounding unit
+    return DistLaw(n, point, 2 * point, min(0.5 * n * unit + 0.5 * point, 1.0))
 
 
 def mass_allowance(k: int, n: int, u: float = U32) -> float:

@@ -18,14 +18,17 @@ both derived in units of u (properties.numerics):
   point is at most 2h/(1 - h). Zero for a sampler handed its weights (mistral.rs' WeightedIndex).
 * the accumulation (``ACCUMULATIONS``), what a correct implementation may legally do:
   - ``double``: llama.cpp's dist and libstdc++'s discrete_distribution: double running sums of
-    the weights against S·u; the normaliser cancels. 2γ_n(u64) + u64.
+    the weights against S·u; the normaliser cancels. 2γ_n(u64) + u64. What ``--contract strict``
+    demands of dist.
   - ``blocked``: a GPU kernel: float32 probabilities e·(1/S) from a blocked normaliser, then a
     blocked float32 scan, T = 1,024 threads (each sums a run of ceil(n/T) in order, then a
     log2 T tree); a tree, Kahan or double accumulator is within the same bound. Relative
-    (1 + u)²(1 + γ_k)/(1 - γ_k) - 1, k = ceil(n/T) + log2 T + 1. The default contract.
-  - ``sequential``: one float32 accumulator in token order (Rust's ``WeightedIndex<f32>``, a
-    C loop): the same with k = n. At 262,144 tokens this allows a CDF shift of 3 %; it is a
-    named, looser contract, never the default for ``dist``.
+    (1 + u)²(1 + γ_k)/(1 - γ_k) - 1, k = ceil(n/T) + log2 T + 1.
+  - ``sequential``: one float32 accumulator in token order (rand's ``WeightedIndex<f32>`` in
+    candle and mistral.rs, a C loop): the same with k = n; at 262,144 tokens a CDF point may
+    sit 1.6 % off (``numerics.dist_law``: total variation <= 1.6 %).
+  The default contract accepts all of these (``numerics.DIST_CDF_DEFAULT``): with no accumulation
+  named, κ is the largest over the contract's accepted CDF orders (``contract_accumulations``).
 
 Power. A TVD-δ bias of any shape moves some token by at least 2δ/V, which fails for certain
 once 2δ/V > (2 + 2Nκ)/N, i.e. V < δN/(1 + Nκ): at N = 2^16 and δ = 0.02, rows of up to ~1,100
@@ -40,6 +43,7 @@ from typing import Callable
 
 import numpy as np
 
+from properties import numerics as nm
 from properties.numerics import FTZ_FLOOR, U32, U64, exp_u, gamma
 
 GRID_N = 2**16
@@ -84,7 +88,18 @@ ACCUMULATIONS: dict[str, Callable[[int], float]] = {
     "blocked": lambda n: _relative(_blocked_depth(n)),
     "sequential": lambda n: _relative(n),
 }
-DEFAULT_ACCUMULATION = "blocked"
+ACCUMULATION_OF_ORDER = {nm.SEQUENTIAL: "sequential", nm.BLOCKED: "blocked", nm.PAIRWISE: "blocked",
+                         nm.COMPENSATED: "blocked", nm.WIDE: "double"}
+"""The accumulation whose κ bounds a CDF scanned in each order of the numerics model (a tree,
+Kahan or double-in-float32 scan is within the blocked bound)."""
+
+
+def contract_accumulations(c: nm.Contract | None = None) -> tuple[str, ...]:
+    """The accumulations the contract accepts for dist's CDF (``Contract.cdf``)."""
+    c = c or nm.active_contract()
+    return tuple(dict.fromkeys(ACCUMULATION_OF_ORDER[o] for o in c.cdf))
+
+
 # Whether a zero weight gets a zero-width CDF interval. A running sum (double or float32) adds 0
 # and stays put, so such a token is never drawn. A blocked scan adds each run's offset, computed
 # by a tree over run totals, to the run's own running sums: at a run boundary the offset differs
@@ -95,8 +110,11 @@ DEFAULT_ACCUMULATION = "blocked"
 ZERO_WIDTH: dict[str, bool] = {"double": True, "blocked": False, "sequential": True}
 
 
-def cdf_error(n_terms: int, accumulation: str = DEFAULT_ACCUMULATION, weights: float = 0.0) -> float:
-    """κ: how far a correct implementation's CDF point may sit from the exact one."""
+def cdf_error(n_terms: int, accumulation: str | None = None, weights: float = 0.0) -> float:
+    """κ: how far a correct implementation's CDF point may sit from the exact one (no
+    accumulation named: the largest the active contract accepts)."""
+    if accumulation is None:
+        return max(cdf_error(n_terms, a, weights) for a in contract_accumulations())
     if accumulation not in ACCUMULATIONS:
         raise ValueError(f"unknown accumulation {accumulation!r}; known: {', '.join(ACCUMULATIONS)}")
     if not 0 <= weights < 1:
@@ -114,6 +132,12 @@ class GridResult:
     worst_expected: float
     stray: int          # draws of tokens that may never be drawn
     passed: bool
+    kappa: float = 0.0
+    prob_error: float = 0.0
+    """The largest |count/N - p| over tokens: one token's probability error as the grid sees it."""
+    tv_at_least: float = 0.0
+    """½·Σ max(0, |count - N·p| - 1)/N: the total variation the counts prove (a grid count is
+    within 1 of N times its interval's length)."""
 
     @property
     def worst_excess(self) -> float:
@@ -122,15 +146,33 @@ class GridResult:
     def describe(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         stray = f"; {self.stray} draws of tokens that may never be drawn" if self.stray else ""
-        return (f"{verdict}: token {self.worst_token} drawn {self.worst_count} times of N={self.n} stratified "
+        head = (f"{verdict}: token {self.worst_token} drawn {self.worst_count} times of N={self.n} stratified "
                 f"uniforms, N·p = {self.worst_expected:.2f}, allowed ± {self.allowed:.2f}{stray}")
+        return head if self.passed else f"{head}. {self.law()} {self.change()}"
+
+    def law(self) -> str:
+        """The law-level effect: one token's probability error and the total variation shown."""
+        return (f"Law: a token's probability off by {self.prob_error:.3g} (a CDF the contract accepts moves "
+                f"one token by at most 2κ = {2 * self.kappa:.3g}); total variation >= {self.tv_at_least:.3g}.")
+
+    def change(self) -> str:
+        """What to change, read from how the draws fail."""
+        if self.stray:
+            return ("Change: a masked or zero-weight token must get an empty CDF interval (never return a token "
+                    "whose weight is 0: at u = 0 too, search for the first running sum >= S·u among tokens of "
+                    "positive weight).")
+        return ("Change: invert the CDF of the row's own float32 weights, accumulated in float32 or wider (a "
+                "running total, a blocked scan, a double sum; not fp16 / bf16), against u times that CDF's own "
+                "total (or u with probabilities normalised by it).")
 
 
-def never_drawn(row64: np.ndarray, accumulation: str = DEFAULT_ACCUMULATION) -> np.ndarray:
-    """The tokens ``accumulation`` may never draw: masked ones, and where a zero weight has a
-    zero-width interval (``ZERO_WIDTH``) those whose probability is 0 too."""
+def never_drawn(row64: np.ndarray, accumulation: str | None = None) -> np.ndarray:
+    """The tokens ``accumulation`` (default: every one the contract accepts) may never draw:
+    masked ones, and where a zero weight has a zero-width interval (``ZERO_WIDTH``) those whose
+    probability is 0 too."""
     masked = ~np.isfinite(row64)
-    return masked | (softmax64(row64) == 0) if ZERO_WIDTH[accumulation] else masked
+    names = contract_accumulations() if accumulation is None else (accumulation,)
+    return masked | (softmax64(row64) == 0) if all(ZERO_WIDTH[a] for a in names) else masked
 
 
 def judge_counts(counts: np.ndarray, probs: np.ndarray, kappa: float, never: np.ndarray | None = None) -> GridResult:
@@ -149,7 +191,9 @@ def judge_counts(counts: np.ndarray, probs: np.ndarray, kappa: float, never: np.
     stray = int(c[never].sum())
     j = int(np.argmax(np.where(never, np.where(c > 0, np.inf, 0.0), excess)))
     passed = stray == 0 and float(excess.max()) <= allowed
-    return GridResult(n, allowed, j, int(c[j]), float(n * p[j]), stray, passed)
+    tv = 0.5 * float(np.maximum(excess - 1, 0).sum()) / max(n, 1)
+    return GridResult(n, allowed, j, int(c[j]), float(n * p[j]), stray, passed, kappa,
+                      float(excess.max()) / max(n, 1), tv)
 
 
 def grid_counts(sample: Callable[[np.ndarray], np.ndarray], vocab: int, n: int = GRID_N) -> np.ndarray:
@@ -170,7 +214,7 @@ def softmax64(row64: np.ndarray) -> np.ndarray:
 
 
 def judge_logit_sampler(sample: Callable[[np.ndarray], np.ndarray], row64: np.ndarray,
-                        accumulation: str = DEFAULT_ACCUMULATION, n: int = GRID_N, roundings: int = 0) -> GridResult:
+                        accumulation: str | None = None, n: int = GRID_N, roundings: int = 0) -> GridResult:
     """An inverse-CDF sampler of softmax(row) (its own float32 weights) on the grid."""
     finite = int(np.isfinite(row64).sum())
     kappa = cdf_error(finite, accumulation, weights_error(row64, roundings))

@@ -29,6 +29,9 @@ class NearMutant:
     build: Callable[[types.ModuleType], Callable]
     size: str
     """How wrong it is, in the units the judge should see it in."""
+    contract: str = "default"
+    """The contract under which it is a bug and must be killed (the default contract accepts a
+    float32 running total for dist's CDF; strict demands llama.cpp's double sum)."""
 
     def __repr__(self) -> str:
         return self.name
@@ -56,7 +59,8 @@ NEAR_MUTANTS: tuple[NearMutant, ...] = (
                "inverse CDF over bf16-rounded probabilities: 2^-9 relative per token (TVD 6-7e-4)"),
     NearMutant("dist_float_running_sum", S, "dist", sb.dist_float_running_sum,
                "llama.cpp's dist with its running sum in float, not double: a sequential float32 scan "
-               "(γ_V drift, a stall after a spike) where the target S·u stays double"),
+               "(γ_V drift, a stall after a spike) where the target S·u stays double; legal by default, "
+               "a bug under strict", contract="strict"),
     NearMutant("mirostat_v2_stale_mu", S, "mirostat_v2", sb.mirostat_v2_stale_mu,
                "tokens right, the returned mu never updated"),
     NearMutant("mirostat_v2_surprise_before_renorm", S, "mirostat_v2", sb.mirostat_v2_surprise_before_renorm,

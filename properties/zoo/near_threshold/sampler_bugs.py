@@ -13,7 +13,7 @@ from typing import Any, Callable
 import ml_dtypes
 import numpy as np
 
-from gpu_impl._array import as_logits, nonneg, row_param
+from gpu_impl._array import as_logits, nonneg, require_candidates, row_param
 from properties.zoo.conforming._arith import F32, Arith, f64_scan, f64_sum, sequential_scan
 from properties.zoo.conforming._samplers import Choices, make_dist, make_softmax, make_top_p
 
@@ -73,7 +73,8 @@ def dist_float_running_sum(base: ModuleType) -> Callable[..., Any]:
     declared float: a sequential float32 scan in token order that stalls once a weight is below
     half an ulp of the sum (after a spike) and drifts where weights shrink along the row."""
     def dist(logits: Any, u: Any) -> np.ndarray:
-        _, x, m = as_logits(logits)
+        xp, x, m = as_logits(logits)
+        require_candidates(xp, m, "dist")  # refuses what gpu_impl refuses: only the running sum differs
         u = np.asarray(u, dtype=np.float64).reshape(-1)
         with np.errstate(invalid="ignore", over="ignore"):
             e = np.where(x > -np.inf, np.exp(x - m[:, None]), F32(0)).astype(F32)
