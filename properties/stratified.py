@@ -87,11 +87,12 @@ ACCUMULATIONS: dict[str, Callable[[int], float]] = {
     "double": lambda n: 2 * gamma(n, U64) + U64,
     "blocked": lambda n: _relative(_blocked_depth(n)),
     "sequential": lambda n: _relative(n),
+    "pairwise": lambda n: _relative(int(nm.PAIRWISE.scan_depth(n)) + 1),
+    "compensated": lambda n: _relative(math.ceil(nm.COMPENSATED.scan_depth(n)) + 1),
 }
-ACCUMULATION_OF_ORDER = {nm.SEQUENTIAL: "sequential", nm.BLOCKED: "blocked", nm.PAIRWISE: "blocked",
-                         nm.COMPENSATED: "blocked", nm.WIDE: "double"}
-"""The accumulation whose κ bounds a CDF scanned in each order of the numerics model (a tree,
-Kahan or double-in-float32 scan is within the blocked bound)."""
+ACCUMULATION_OF_ORDER = {nm.SEQUENTIAL: "sequential", nm.BLOCKED: "blocked", nm.PAIRWISE: "pairwise",
+                         nm.COMPENSATED: "compensated", nm.WIDE: "double"}
+"""The accumulation whose κ bounds a CDF scanned in each order of the numerics model."""
 
 
 def contract_accumulations(c: nm.Contract | None = None) -> tuple[str, ...]:
@@ -107,7 +108,8 @@ def contract_accumulations(c: nm.Contract | None = None) -> tuple[str, ...]:
 # up to 2κ (measured: a finite past_fp16 token whose exp underflows, first in its run, drawn once
 # in 65,536 at 262,144 tokens; nightly seed 0). A masked (-inf) token is never legal in any
 # contract: it is no candidate.
-ZERO_WIDTH: dict[str, bool] = {"double": True, "blocked": False, "sequential": True}
+ZERO_WIDTH: dict[str, bool] = {"double": True, "blocked": False, "sequential": True, "pairwise": False,
+                               "compensated": False}
 
 
 def cdf_error(n_terms: int, accumulation: str | None = None, weights: float = 0.0) -> float:

@@ -54,7 +54,8 @@ def _grid(dist, fam: str, v: int, seed: int) -> stratified.GridResult:
 def test_the_contracts_name_their_cdf_orders():
     assert nm.SEQUENTIAL in nm.DEFAULT.cdf and nm.BLOCKED in nm.DEFAULT.cdf
     assert nm.STRICT.cdf == (nm.WIDE,)
-    assert stratified.contract_accumulations(nm.DEFAULT) == ("sequential", "blocked", "double")
+    assert stratified.contract_accumulations(nm.DEFAULT) == ("sequential", "blocked", "pairwise", "compensated",
+                                                             "double")
     assert stratified.contract_accumulations(nm.STRICT) == ("double",)
 
 
