@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 from types import ModuleType
 from typing import Any, Callable
 
 import numpy as np
 
 NOT_COVERED: set[str] = set()
+CALLED: set[str] = set()
+"""Qualified names (``engines.hf_top_k``) of the judged functions some test called in this process."""
+CALL_LOG_ENV = "LOGITCHECK_CALL_LOG"
+"""When set, a path: every call through ``Impl`` appends one JSON line (the test, the function's
+qualified name, a fingerprint of each argument), read by the coverage-by-argument meta test."""
+_PARTS = ("ops", "quants", "engines")
 
 
 class NotCovered(Exception):
@@ -117,8 +124,16 @@ class Impl:
             return x.get()
         return np.asarray(x) if hasattr(x, "__array__") else x
 
+    def qualified(self, fn: str) -> str:
+        """``fn``'s name in the signature table: ``engines.x`` for the engines module, ``x`` at the top."""
+        part = self.name.rsplit(".", 1)[-1].split("[", 1)[0] if "." in self.name else ""
+        return f"{part}.{fn}" if part in _PARTS else fn
+
     def __call__(self, fn: str, *args: Any, **kwargs: Any) -> Any:
         f = self.function(fn)
+        CALLED.add(self.qualified(fn))
+        if os.environ.get(CALL_LOG_ENV):
+            log_call(os.environ[CALL_LOG_ENV], self.qualified(fn), args, kwargs)
         if getattr(f, "__module__", None) == "properties.protocol.harness":
             from properties.protocol.harness import HarnessUnsupported
             try:
@@ -130,6 +145,38 @@ class Impl:
                 raise NotCovered(str(exc)) from None
         out = f(*(self.to_device(a) for a in args), **{k: self.to_device(v) for k, v in kwargs.items()})
         return self.to_host(out)
+
+
+def fingerprint(value: Any) -> Any:
+    """What the coverage meta test needs to know of one argument: a token history (2-D integers)
+    is "empty" or "ids"; a per-row parameter or scalar its distinct values; a larger array "array"."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return [value if not isinstance(value, float) else float(f"{value:.6g}")]
+    a = np.asarray(value.get() if hasattr(value, "get") else value)
+    if a.dtype.kind in "iu" and a.ndim == 2:
+        return "ids" if (a >= 0).any() else "empty"
+    if a.size > 64 or a.dtype.kind not in "iufb":
+        return "array"
+    vals = {float(f"{float(v):.6g}") if a.dtype.kind == "f" else int(v) for v in a.ravel()}
+    return sorted(vals, key=float)[:16]
+
+
+def log_call(path: str, qualified: str, args: tuple, kwargs: dict) -> None:
+    """One JSON line per call (appends are atomic for lines this short on a local file)."""
+    import json
+
+    from properties import recording
+    from properties.protocol.signatures import argument_names
+
+    try:
+        names = argument_names(qualified)
+    except KeyError:  # a helper outside the signature table
+        names = tuple(f"arg{i}" for i in range(len(args)))
+    bound = {**dict(zip(names, args)), **kwargs}
+    row = {"test": recording.CURRENT_TEST, "fn": qualified,
+           "args": {n: fingerprint(bound[n]) if n in bound else "default" for n in names}}
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(row) + "\n")
 
 
 _EXEC: dict[str, ModuleType] = {}

@@ -203,3 +203,43 @@ def repeat_limit(probs: np.ndarray, pairs: int, alpha: float = STREAM_ALPHA) -> 
 
     q = min(1.0, float((probs.astype(np.float64) ** 2).sum()) * (1 + 1e-3))
     return int(binom.isf(alpha, pairs, q))
+
+
+def check_law_over_seeds(sub: Callable[..., Any], law_row: tuple[str, int, int, int]) -> None:
+    """One row, one seed per draw (seeds base..base + N, the same step): the tokens follow
+    softmax(row), judged by the χ² gate at N = max(POWER_N, sample_size(V)) (99 % power at TVD
+    0.02; a correct engine fails with probability <= 1e-10, ``properties.stats``)."""
+    from oracle.engines.settings import softmax
+    from properties.failure import Failure
+    from properties.stats import POWER_N, gof_samples, sample_size
+
+    family, vocab, seed, step = law_row
+    row = make_logits(family, vocab, seed)
+    probs = softmax(row.astype(np.float64))
+    n = max(POWER_N, sample_size(int((probs > 0).sum())))
+    ids = seeded_tokens(sub, row, np.arange(n, dtype=np.int64) + 10_000 * seed, step)
+    res = gof_samples(ids, probs)
+    if not res.passed:
+        raise Failure(f"draws over seeds do not follow softmax: {res.describe()}", property="law over seeds",
+                      record=FN, case=f"make_logits({family!r}, {vocab}, {seed}), seeds {10_000 * seed}.. +{n}, "
+                                      f"step {step}", category="distribution")
+
+
+def check_stream_advances(sub: Callable[..., Any], _: Any = None) -> None:
+    """A seed's tokens at steps 0..S-1 on a flat row of 1,000 tokens: a repeat of the previous
+    step's token has probability Σp² ≈ 1e-3 per pair, so more than ``repeat_limit`` repeats over
+    200 seeds × 4 pairs has probability <= 1e-10 for a correct engine; a stream that re-reads the
+    same uniforms at every step repeats on every pair."""
+    from oracle.engines.settings import softmax
+    from properties.failure import Failure
+
+    row = make_logits("flat", STREAM_VOCAB, 64)
+    seeds = np.arange(STREAM_SEEDS, dtype=np.int64) * 7919 + 1
+    pairs = STREAM_SEEDS * (STREAM_STEPS - 1)
+    n = repeated_steps(sub, row, seeds, STREAM_STEPS)
+    limit = repeat_limit(softmax(row.astype(np.float64)), pairs)
+    if n > limit:
+        raise Failure(f"{n} of {pairs} (seed, step) pairs repeat the previous step's token; a correct stream "
+                      f"repeats at most {limit} (P <= {STREAM_ALPHA:g}): the stream does not advance with the step",
+                      property="stream advances", record=FN,
+                      case=f"make_logits('flat', {STREAM_VOCAB}, 64), seeds {seeds[:3].tolist()}.., steps 0..{STREAM_STEPS - 1}")

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 from oracle.engines import ENGINES, Settings
 from oracle.engines import candle as o_candle
 from properties import recording
-from properties.engines.engine_chains import CHAINS, chain_cases, check_chain
+from properties.engines.engine_chains import CHAINS, chain_cases, chain_corners, check_chain
 from properties.engines.records import ENGINE_RECORDS
 from properties.numerics import U64
 from properties.plugin import covered
@@ -63,6 +63,8 @@ def test_engine_chain_survivors_match_the_oracle_chain(impl, chain, data):
     transforms' models (``engine_chains.py``)."""
     case = data.draw(_CHAIN_CASES[chain.name], label="case")
     with covered():
+        for corner in chain_corners(chain):
+            check_chain(impl, chain, corner)
         check_chain(impl, chain, case)
     recording.note(chain.name, "chain survivors", "float32")
 
