@@ -33,6 +33,11 @@ class CaseNotCarried(NotCovered):
     every harness, listed apart from what a harness itself says it does not support."""
 
 
+class CaseUnsupported(NotCovered):
+    """The implementation has the function but not this case (a harness answered ``ERROR
+    unsupported``, or the protocol cannot carry it): NOT COVERED for this case, not the test."""
+
+
 class HarnessFault(AssertionError):
     """An ``exec:`` harness misbehaved on a call (crash, hang, malformed or short frame, wrong shape
     or dtype): the test that made the call fails (an AssertionError: the implementation's failure,
@@ -142,7 +147,7 @@ class Impl:
                 carried = not isinstance(exc, CaseNotCarried)
                 NOT_COVERED.add(f"{self.name}.{fn} " + ("(some cases: the harness answered unsupported)" if carried
                                                         else "(cases the protocol cannot carry)"))
-                raise NotCovered(str(exc)) from None
+                raise CaseUnsupported(str(exc)) from None
         out = f(*(self.to_device(a) for a in args), **{k: self.to_device(v) for k, v in kwargs.items()})
         return self.to_host(out)
 

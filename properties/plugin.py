@@ -17,7 +17,8 @@ import pytest
 from properties import profiles  # noqa: F401  (registers and loads the hypothesis profiles)
 from properties import calls, numerics, recording, verdict
 from properties.failure import failure_in
-from properties.backends import NOT_COVERED, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl, part_of
+from properties import case_coverage
+from properties.backends import NOT_COVERED, CaseUnsupported, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl, part_of
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -69,7 +70,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     areas = set(config.getoption("--area"))
     keep = [i for i in items if judges_impl(i) and (not areas or area_of(i.nodeid) in areas)]
     if wanted is not None:
-        silent = [i for i in keep if calls.functions_of(i) is None]
+        silent = [i for i in keep if calls.functions_of(i) is None]  # in the areas asked for
         _FUNCTIONS["silent"] = len(silent)
         keep = [i for i in keep if (calls.functions_of(i) or frozenset()) & wanted]
     drop = [i for i in items if i not in keep]
@@ -100,6 +101,11 @@ _FUNCTIONS: dict[str, Any] = {}
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(case_coverage.CaseCoverage(), "logitcheck-case-coverage")
+    from properties.packages import shadowed
+
+    if shadowed():
+        raise pytest.UsageError("\n".join(shadowed()))
     for line in MARKERS:
         config.addinivalue_line("markers", line)
     if config.getoption("--function"):
@@ -130,9 +136,13 @@ def impl(request: pytest.FixtureRequest):
 
 @contextmanager
 def covered():
-    """Turn a missing impl function into a visible 'not covered' skip."""
+    """Turn a missing impl function into a visible 'not covered' skip; a case the implementation
+    answers unsupported leaves that case unjudged, not the test (``properties/case_coverage.py``)."""
+    case_coverage.entered()
     try:
         yield
+    except CaseUnsupported as exc:
+        case_coverage.unsupported(str(exc))
     except NotCovered as exc:
         pytest.skip(f"NOT COVERED: {exc}")
 
@@ -341,9 +351,11 @@ _ROWS: list[verdict.Row] = []
 def _verdict_row(report: pytest.TestReport, row: dict) -> verdict.Row:
     props = dict(report.user_properties)
     crash = getattr(report.longrepr, "reprcrash", None)
+    called = tuple(props.get("logitcheck_calls") or ())
+    failure = dict(row.get("failure") or {})
     return verdict.Row(report.nodeid, "failed" if report.failed else report.outcome, area_of(report.nodeid),
-                       tuple(props.get("logitcheck_calls") or ()), "NOT COVERED" in str(row.get("reason", "")),
-                       dict(row.get("failure") or {}), crash.message if crash else "")
+                       called, "NOT COVERED" in str(row.get("reason", "")), failure,
+                       crash.message if crash else "", calls.blamed(called, str(failure.get("record", ""))))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
@@ -354,7 +366,8 @@ def pytest_terminal_summary(terminalreporter) -> None:
         for text in judged_summary(config.getoption("--impl")):
             terminalreporter.write_line(text)
         terminalreporter.write_line("per function:")
-        for text in verdict.function_lines([r for r in _ROWS if r.area in _JUDGED], everything):
+        for text in verdict.function_lines([r for r in _ROWS if r.area in _JUDGED], everything,
+                                           _FUNCTIONS.get("chosen")):
             terminalreporter.write_line(text)
         if _FUNCTIONS.get("silent"):
             terminalreporter.write_line(f"  --function left out {_FUNCTIONS['silent']} judged tests that say no "

@@ -178,8 +178,10 @@ def _zero_ties(x: np.ndarray, must: np.ndarray, may: np.ndarray) -> tuple[np.nda
     return must, may
 
 
-def compose(row64: np.ndarray, stages: list[Stage]) -> Composed:
-    """Must/may survivor sets after each stage, over every legal path through the chain."""
+def compose(row64: np.ndarray, stages: list[Stage], hint: np.ndarray | None = None) -> Composed:
+    """Must/may survivor sets after each stage, over the legal paths through the chain: each
+    stage's variants on each carried row and, with ``hint`` (the engine's final survivors), the
+    row whose undecided tokens (ties, windows) are resolved as the engine's answer shows."""
     paths, musts, mays = [row64], [], []
     bound = np.zeros(row64.size)
     err = 0.0  # the largest float32 error of a value handed on by the transforms so far
@@ -194,6 +196,9 @@ def compose(row64: np.ndarray, stages: list[Stage]) -> Composed:
                 outs += [np.where(rec.oracle_kept(x, v), x, -np.inf) for v in rec.variants(st_.params, x)]
                 if not np.array_equal(y_, y0):  # the underflowed tie class carried on as one more path
                     outs.append(np.where(y_, x, -np.inf))
+                if hint is not None and not np.array_equal(m_, y_):
+                    # the tie choice the engine's answer shows: its survivors among the undecided
+                    outs.append(np.where(m_ | (y_ & hint), x, -np.inf))
             else:
                 y = rec.run_oracle(x, st_.params).dense_logits(row64.size)
                 if i == 0:  # a transform's relative error carries through the later stages' exact copies
@@ -231,7 +236,7 @@ def _greedy(row64: np.ndarray, stages: list[Stage]) -> Composed:
 def violation(chain: EngineChain, out: np.ndarray, row64: np.ndarray, params: Params) -> str | None:
     """Why the engine's final row ``out`` is not a legal result of its chain, or None."""
     stages = chain.stages(params)
-    c = _greedy(row64, stages) if chain.greedy(params) else compose(row64, stages)
+    c = _greedy(row64, stages) if chain.greedy(params) else compose(row64, stages, np.isfinite(out))
     names = [s.record.name for s in stages] or ["(no stage active)"]
     if np.isnan(out).any() or np.isposinf(out).any():
         return f"the chain's output holds NaN or +inf at ids {np.flatnonzero(np.isnan(out) | np.isposinf(out))[:6].tolist()}"

@@ -1,0 +1,29 @@
+"""NOT COVERED per case (``properties/case_coverage.py``): an implementation that answers
+unsupported for some cases of a function is judged on its other cases and the test says on how
+many; one that answers unsupported for every case is NOT COVERED. Run in a subprocess on
+``properties/meta/impls/partly_unsupported.py``."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_an_unsupported_case_leaves_the_other_cases_judged():
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "properties/engines/test_variants.py", "-q", "-p", "no:cacheprovider", "-n", "0",
+         "-k", "test_engine_impl_matches_oracle and (transformers.top_p or transformers.min_p) and float32",
+         "--impl", "properties.meta.impls.partly_unsupported", "--hypothesis-profile=ci", "-W", "ignore", "-rs"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=900)
+    out = proc.stdout
+    judged = re.search(r"test_engine_impl_matches_oracle\[transformers\.top_p-float32\]: judged on (\d+) of (\d+) cases "
+                       r"\((\d+) answered unsupported\)", out)
+    assert judged, out[-3000:]
+    n, m, u = map(int, judged.groups())
+    assert 0 < n < m and n + u == m, judged.group(0)
+    assert re.search(r"SKIPPED .*NOT COVERED: the implementation answered unsupported for (\d+) of \1 cases", out), out[-3000:]
+    assert "1 passed, 1 skipped" in out, out[-1500:]
