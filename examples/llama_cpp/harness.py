@@ -1,4 +1,4 @@
-"""logitcheck harness (protocol version 1) over llama.cpp's own sampler library.
+"""logitcheck harness (protocol version 2, and 1 when greeted so) over llama.cpp's own sampler library.
 
     python examples/llama_cpp/harness.py
 
@@ -18,7 +18,8 @@ judge sends at or above 2^-12, and 0). The state is found in the sampler's conte
 contents, never by a fixed offset, and checked at start (``_self_check``). The samplers' own
 arithmetic, sorts and decisions are llama.cpp's; only the generator's output is chosen.
 
-Reads requests on stdin, answers on stdout (docs/protocol.md); logs go to stderr.
+Reads requests on stdin, answers on stdout (docs/protocol.md: version 2, whose answers echo the
+call's id; version 1 when the judge greets with it); logs go to stderr.
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import numpy as np
 from llama_cpp import llama_cpp as L
 
 NAME = "llama.cpp-libllama"
+VERSION = 2
 TOKEN = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
 DTYPES = {"f32": np.dtype("<f4"), "f64": np.dtype("<f8"), "i64": np.dtype("<i8"), "i32": np.dtype("<i4"),
           "u8": np.dtype("u1"), "str": np.dtype("u1")}
@@ -69,8 +71,8 @@ def read_array(inp: BinaryIO, header: str) -> tuple[str, np.ndarray]:
     return name, arr
 
 
-def write_results(out: BinaryIO, results: list[np.ndarray]) -> None:
-    out.write(f"OK {len(results)}\n".encode())
+def write_results(out: BinaryIO, tag: str, results: list[np.ndarray]) -> None:
+    out.write(f"OK {tag}{len(results)}\n".encode())
     for r in results:
         r = np.ascontiguousarray(r)
         code = "i64" if np.issubdtype(r.dtype, np.integer) else "f32"
@@ -497,11 +499,11 @@ def _self_check() -> None:
 
 def serve(inp: BinaryIO, out: BinaryIO) -> int:
     greeting = (read_line(inp) or "").split(" ")
-    # a judge offering a later version accepts an older answer: this harness speaks version 1
     if len(greeting) != 2 or greeting[0] != "LOGITCHECK" or not greeting[1].isdigit() or int(greeting[1]) < 1:
         print(f"harness: expected 'LOGITCHECK <version>', got {' '.join(greeting)[:80]!r}", file=sys.stderr)
         return 2
-    out.write(f"LOGITCHECK 1 {NAME}\n".encode())
+    version = min(int(greeting[1]), VERSION)  # a judge offering a later version reads this one
+    out.write(f"LOGITCHECK {version} {NAME}\n".encode())
     out.write("".join(f"FUNCTION {f}\n" for f in FUNCTIONS).encode() + b"END\n")
     out.flush()
     while True:
@@ -509,21 +511,24 @@ def serve(inp: BinaryIO, out: BinaryIO) -> int:
         if line is None or line == "QUIT":
             return 0
         parts = line.split(" ")
-        if parts[0] != "CALL" or len(parts) != 3:
+        if parts[0] != "CALL" or len(parts) != (4 if version >= 2 else 3):
             print(f"harness: unexpected request {line[:80]!r}", file=sys.stderr)
             return 3
-        args = dict(read_array(inp, read_line(inp) or "") for _ in range(int(parts[2])))
-        fn = FUNCTIONS.get(parts[1])
+        tag = f"{parts[1]} " if version >= 2 else ""  # version 2 echoes the call's id in its answer
+        name, nargs = parts[-2], int(parts[-1])
+        args = dict(read_array(inp, read_line(inp) or "") for _ in range(nargs))
+        fn = FUNCTIONS.get(name)
         try:
             if fn is None:
-                raise Unsupported(f"{parts[1]} is not implemented")
-            write_results(out, fn(args))
+                raise Unsupported(f"{name} is not implemented")
+            write_results(out, tag, fn(args))
         except Refused as exc:
-            out.write(f"ERROR refused {exc}\n".encode())
+            out.write(f"ERROR {tag}refused {exc}\n".encode())
         except Unsupported as exc:
-            out.write(f"ERROR unsupported {exc}\n".encode())
+            out.write(f"ERROR {tag}unsupported {exc}\n".encode())
         except Exception as exc:  # noqa: BLE001 - the protocol's "failed": the engine reports itself
-            out.write(f"ERROR failed {type(exc).__name__}: {exc}\n".replace("\n", " ").strip().encode() + b"\n")
+            message = f"{type(exc).__name__}: {exc}".replace("\n", " ")
+            out.write(f"ERROR {tag}failed {message}\n".encode())
         out.flush()
 
 
