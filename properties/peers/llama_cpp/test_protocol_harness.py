@@ -68,6 +68,23 @@ def test_filing_reads_the_case_not_the_message():
     assert explain(Failure(why, property="impl≡oracle selection", record="dist", case=miss, row=0)) == []
 
 
+def test_each_filing_rule_holds_on_its_own_witness_only():
+    """Every ledger entry with a ``shows_on`` rule holds on its own witness row as the harness
+    sees it (a -inf entry is no candidate there, so an underflowing logit stands in for it) and on
+    no ordinary row of the same size."""
+    filed = [f for f in LEDGER.values() if f.shows_on is not None]
+    assert {f.id for f in filed} >= {"bucket-sort-int-overflow", "top-n-sigma-variance-overflow", "typical-nan-entropy",
+                                     "typical-nan-entropy-scrambled", "dist-zero-uniform-zero-weight"}
+    for f in filed:
+        if f.call is None:
+            continue
+        (name, params), = f.call.steps
+        row = np.where(np.isfinite(f.call.values()), f.call.values(), -200.0).astype(np.float32)
+        assert f.shows_on(name, row, params), f.id
+        ordinary = np.linspace(2, -2, row.size).astype(np.float32)
+        assert not f.shows_on(name, ordinary, params), f.id
+
+
 def _judge(tmp_path, areas: list[str], profile: str = "ci", seed: int = 0) -> tuple[list[dict], str]:
     """``logitcheck judge`` itself, with the filing plugin loaded through PYTEST_PLUGINS."""
     out = tmp_path / "filed.jsonl"
