@@ -1,9 +1,12 @@
 """A harness process spoken to over the protocol (docs/protocol.md), and the module-like view of
 it that ``--impl exec:CMD`` judges.
 
-One process per test process (each xdist worker starts its own). A fault (crash, hang, malformed
-or short frame, a result of the wrong shape or dtype) raises ``HarnessFault`` naming the call and
-its arguments; the process is killed and the next call starts a new one, so the run goes on."""
+One process per test process (each xdist worker starts its own), spoken to in version 2 (call
+ids echoed) or 1. A fault (crash, hang, malformed or short frame, a result of the wrong shape or
+dtype, an answer to another call, bytes outside an answer) raises ``HarnessFault`` naming the call
+and its arguments; the process is killed and the next call starts a new one, so the run goes on,
+up to ``FAULTS_IN_A_ROW`` per test. A failed handshake gives the harness up. The judge's memory
+per call is bounded (``memory_bound``) and the harness is ended when the judge exits."""
 from __future__ import annotations
 
 import atexit
@@ -25,9 +28,10 @@ from properties.protocol.signatures import (PARTS, argument_names, check_header,
 DEFAULT_TIMEOUT_S = 120.0
 FAULTS_IN_A_ROW = 3
 """Faults in a row (no answered call between) after which the rest of that test's calls fail at
-once with the first of them, unsent; the next test starts a fresh process. A hang counts as
-all three: it has already cost a whole timeout. Without this a harness that faults on every call
-is restarted for every example and every shrink step hypothesis tries."""
+once with the first of them, unsent; the next test starts a fresh process (and, after a test
+given up, gives up at its first fault). A hang counts as all three: it has already cost a whole
+timeout. Without this a harness that faults on every call is restarted for every example and
+every shrink step hypothesis tries."""
 
 
 class HarnessUnsupported(Exception):
@@ -118,7 +122,7 @@ class Harness:
             except (TimeoutError, EOFError, framing.FrameError, OSError, ValueError) as exc:
                 why = "no answer within the handshake's timeout" if isinstance(exc, TimeoutError) else \
                     self._exit_why() if isinstance(exc, (EOFError, BrokenPipeError)) else str(exc)
-                self.broken = f"handshake with {self.command!r} failed: {why}{self._tail(exc)}"
+                self.broken = f"handshake with {self.command!r} failed: {why}{self._tail()}"
                 self._kill()
                 return
 
@@ -178,7 +182,7 @@ class Harness:
             return f"the process exited (status {self.proc.returncode})"
         return "the harness closed its output but kept running (killed)"
 
-    def _tail(self, exc: BaseException | None = None) -> str:
+    def _tail(self) -> str:
         if self.stderr is None:
             return ""
         settle = 0.5 if self.proc is not None and self.proc.poll() is not None else 0.0
@@ -230,9 +234,13 @@ class Harness:
 
     # --- calls ----------------------------------------------------------------------------
     def _enter_test(self) -> None:
+        """A new test gets a new process, but a harness given up in the test before gets one try:
+        its first fault gives up again (a harness that faults on every call costs one start per
+        test, not ``FAULTS_IN_A_ROW``)."""
         test = current_test()
         if test != self._test:
-            self._test, self._in_a_row, self._given_up = test, 0, None
+            self._in_a_row = FAULTS_IN_A_ROW - 1 if self._given_up is not None else 0
+            self._test, self._given_up = test, None
 
     def _fault(self, message: str, hang: bool = False) -> HarnessFault:
         """A fault of the harness on this call: the process is killed (restarted at the next
@@ -245,7 +253,19 @@ class Harness:
 
     def call(self, function: str, args: list[tuple[str, Any]]) -> Any:
         """One call: its results (one array, or a tuple of them), ValueError for ``refused``,
-        ``HarnessUnsupported``, or ``HarnessFault`` after which the process is restarted."""
+        ``HarnessUnsupported``, or ``HarnessFault`` after which the process is restarted.
+
+        Every fault leaves from the one ``raise`` below, outside any ``except``: hypothesis tells
+        failures apart by where they were raised (and what they were raised while handling), so
+        a fault met on a first example and the same fault given up on at its replay are one
+        failure, not a FlakyFailure."""
+        try:
+            return self._call(function, args)
+        except HarnessFault as exc:
+            fault = exc
+        raise type(fault)(str(fault))
+
+    def _call(self, function: str, args: list[tuple[str, Any]]) -> Any:
         what = f"{function}({framing.describe_args(args)})"
         if self.broken:
             raise HarnessFault(f"harness unusable: {self.broken}; call {what} not sent")

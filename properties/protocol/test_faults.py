@@ -116,9 +116,25 @@ def test_a_harness_faulting_on_every_call_is_restarted_a_few_times_per_test(monk
     assert all("was not sent" in f for f in faults[FAULTS_IN_A_ROW:])
     assert time.monotonic() - t0 <= FAULTS_IN_A_ROW * FAST_S
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "another_test.py::test (call)")
-    with pytest.raises(HarnessFault, match="^harness answered with the wrong shape"):
-        impl("top_p", X, P, 0)
-    assert h.starts == FAULTS_IN_A_ROW + 1  # a new test tries a new process
+    for _ in range(5):
+        with pytest.raises(HarnessFault, match="^harness answered with the wrong shape"):
+            impl("top_p", X, P, 0)
+    assert h.starts == FAULTS_IN_A_ROW + 1  # a new test tries one new process, no more after a test given up
+
+
+def test_after_a_test_given_up_an_answer_restores_the_restarts(monkeypatch):
+    impl = judged("crash")
+    h = impl.module.HARNESS
+    for _ in range(FAULTS_IN_A_ROW + 2):
+        with pytest.raises(HarnessFault):
+            impl("top_p", X, P, 0)
+    assert h.starts == FAULTS_IN_A_ROW
+    monkeypatch.setenv("PYTEST_CURRENT_TEST", "another_test.py::test (call)")
+    assert np.array_equal(impl("softmax", X), gpu_impl.softmax(X))  # an answer resets the count
+    for _ in range(FAULTS_IN_A_ROW):
+        with pytest.raises(HarnessFault, match="^harness crashed during top_p"):
+            impl("top_p", X, P, 0)
+    assert h.starts == 2 * FAULTS_IN_A_ROW
 
 
 def test_faults_between_answers_restart_every_time():
