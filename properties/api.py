@@ -68,6 +68,36 @@ def layers_verdict(rows: Sequence[Any], engine: str, env: Any, model: Any) -> An
     return judge(rows, engine, model_norms(model), env.tensors)
 
 
+def matched_reference(model: Any, tokens: Iterable[int], storage: str) -> Any:
+    """The oracle's pass with ``storage`` rounding at every tensor and its residual bounds
+    (properties/models/matched.py)."""
+    from properties.models.matched import matched
+
+    return matched(model, list(tokens), storage)
+
+
+def layers_verdict_both(env: Any, engine: str, model: Any, tensors: Any, matched_ref: Any) -> Any:
+    """``layers_verdict`` that also reads ``matched_ref`` where ``engine`` stores below float32
+    (properties/models/verdict.py ``verdict_of``); ``matched_ref`` None: the float64 bound alone."""
+    from properties.models.verdict import verdict_of
+
+    return verdict_of(env, engine, model, tensors, matched_ref)
+
+
+def engine_storage(engine: str) -> str:
+    """The storage dtype of an error model's engine (float32, float16, bfloat16)."""
+    from properties.models.error_model import ENGINES
+
+    return ENGINES[engine].storage
+
+
+def explain_precision(references: Any, tensors: Any) -> Any:
+    """Which storage precision's matched reference explains ``tensors`` (``.line()`` prints it)."""
+    from properties.models.matched import explain
+
+    return explain(references, tensors)
+
+
 def signature_table() -> Sequence[Any]:
     """The judged API: one row per function (its parameters, which properties call it)."""
     from properties.protocol.signatures import table
@@ -77,3 +107,18 @@ def signature_table() -> Sequence[Any]:
 
 DEVICE_BENCH = "properties.gpu.device_bench"
 """The module ``logitcheck device-check`` runs in a subprocess for the GPU benchmarks."""
+
+
+def area_of(nodeid: str) -> str:
+    """The area a test of the suite counts under in a judge run (samplers, ops, quants, chains,
+    engines, speculative, ...): the progress lines and the end-of-run summary use the same."""
+    from properties.plugin import area_of as area
+
+    return area(nodeid)
+
+
+def shadowed_packages() -> list[str]:
+    """Why logitcheck's top-level packages are not its own here (another module shadows one)."""
+    from properties.packages import shadowed
+
+    return shadowed()

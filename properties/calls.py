@@ -127,6 +127,15 @@ def functions_of(item: Any) -> frozenset[str] | None:
     return frozenset(found) if found else None
 
 
+def blamed(called: Iterable[str], record: str) -> tuple[str, ...]:
+    """Of the functions a failed test calls, those its ``Failure`` names by its record (a top_p
+    failure in a test that also calls softmax is top_p's); all of them when it names none."""
+    called = tuple(called)
+    name = _record_functions().get(record, record)
+    named = tuple(fn for fn in called if record and fn.rsplit(".", 1)[-1] in (record, name))
+    return named or called
+
+
 def resolve(requested: Iterable[str]) -> tuple[frozenset[str], list[str]]:
     """The qualified functions ``--function`` names, and a message per name that is none.
 

@@ -35,6 +35,8 @@ class Row:
     """The ``Failure`` fields (``Failure.fields``) with its rerun command; {} for other failures."""
     crash: str = ""
     """The exception's one-line message (pytest's crash line), for a failure with no fields."""
+    blamed: tuple[str, ...] = ()
+    """Of ``calls``, the functions a failure is counted against (``properties.calls.blamed``)."""
 
 
 def _test_name(nodeid: str) -> str:
@@ -73,7 +75,7 @@ class Group:
         if f.get("error_u") is not None:
             out.append(f"  error {f['error_u']:.4g} u, bound {f['bound_u']:.4g} u")
         if f.get("case"):
-            out.append(f"  case  {f['case']}")
+            out.append(f"  case  {one_line(f['case'])}")
         out.append(f"  test  {r.nodeid}")
         out.append(f"  rerun {f.get('rerun') or r.nodeid}")
         others = sorted(x.nodeid for x in self.rows if x is not r)
@@ -81,6 +83,13 @@ class Group:
             shown = ", ".join(_short(n) for n in others[:4])
             out.append(f"  also  {shown}" + (f" and {len(others) - 4} more" if len(others) > 4 else ""))
         return out
+
+
+def one_line(case: str) -> str:
+    """A case on one line; hypothesis' "Falsifying example: test(impl=<...>, ...)" note without
+    the implementation's repr, which says nothing about the case."""
+    parts = [p.strip() for p in str(case).splitlines()]
+    return " ".join(p for p in parts if p and not p.startswith("impl=<"))
 
 
 def _short(nodeid: str) -> str:
@@ -139,6 +148,9 @@ def per_function(rows: Iterable[Row]) -> dict[str, Tally]:
     out: dict[str, Tally] = {}
     for r in rows:
         for fn in r.calls:
+            if r.outcome == "failed" and r.blamed and fn not in r.blamed:
+                out.setdefault(fn, Tally())  # listed, not failed: the failure is another function's
+                continue
             out.setdefault(fn, Tally()).add(r)
     return out
 
@@ -150,12 +162,12 @@ def per_area(rows: Iterable[Row]) -> dict[str, Tally]:
     return out
 
 
-def function_lines(rows: list[Row], everything: bool = False) -> list[str]:
+def function_lines(rows: list[Row], everything: bool = False, only: frozenset[str] | None = None) -> list[str]:
     """One line per function the implementation answered (any test passed or failed), then the
     functions it lacks in the areas it answers, in one line; ``everything``: every NOT COVERED
     function, area by area, the areas it does not answer at all included."""
     fns = per_function(rows)
-    answered = {fn: t for fn, t in fns.items() if t.answered}
+    answered = {fn: t for fn, t in fns.items() if t.answered and (only is None or fn in only)}
     width = max((len(f) for f in answered), default=0)
     out = [f"  {fn:<{width}}  {t.text()}" for fn, t in sorted(answered.items(), key=lambda kv: (not kv[1].failed, kv[0]))]
     areas = per_area(rows)
@@ -163,13 +175,13 @@ def function_lines(rows: list[Row], everything: bool = False) -> list[str]:
     lacked: dict[str, set[str]] = {}
     for r in rows:
         for fn in r.calls:
-            if fn not in answered and fns[fn].not_covered:
+            if not fns[fn].answered and fns[fn].not_covered and (only is None or fn in only):
                 lacked.setdefault(r.area, set()).add(fn)
     near = sorted({fn for a in live for fn in lacked.get(a, ())})
     if near:
         out.append(f"  NOT COVERED in the areas it answers ({', '.join(sorted(live))}): {', '.join(near)}")
     silent = sorted(a for a, t in areas.items() if not t.answered and t.not_covered)
-    if silent and not everything:
+    if silent and not everything and only is None:
         n = sum(areas[a].not_covered for a in silent)
         out.append(f"  not answered at all: {', '.join(silent)} ({n} NOT COVERED tests; --all-not-covered lists them)")
     if everything:

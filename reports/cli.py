@@ -202,6 +202,13 @@ def screenshot(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from properties.api import shadowed_packages
+
+    problems = shadowed_packages()
+    if problems:  # before anything imports a shadowed name and fails somewhere deep
+        for text in problems:
+            print(f"logitcheck: {text}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)

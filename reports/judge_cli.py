@@ -95,9 +95,10 @@ def judge_argv(args: argparse.Namespace) -> list[str]:
 def judge(args: argparse.Namespace) -> int:
     import pytest
 
+    from properties.api import area_of
     from reports.progress import Progress
 
-    return int(pytest.main(judge_argv(args), plugins=[Progress()]))
+    return int(pytest.main(judge_argv(args), plugins=[Progress(areas=area_of)]))
 
 
 def rerun_argv(nodeid: str, pytest_args: list[str]) -> list[str]:

@@ -18,12 +18,13 @@ from hypothesis import given, strategies as st
 
 from oracle.samplers.selection import select_inverse_cdf
 from properties import recording
-from properties.samplers.chains import DEFAULT_CHAIN, chain_cases, compare, impl_prefix, oracle_chain
+from properties.samplers.chains import CHAIN_SAMPLERS, DEFAULT_CHAIN, chain_cases, compare, impl_prefix, oracle_chain
 from properties.plugin import covered
 
 _TOKENS = {"same": 0, "different": 0}
 
 
+@pytest.mark.calls(*CHAIN_SAMPLERS)  # a random chain draws from these (properties/calls.py)
 @pytest.mark.parametrize("names", [DEFAULT_CHAIN, None], ids=["default-chain", "random-chain"])
 @given(data=st.data())
 def test_gpu_prefix_cpu_suffix(impl, names, data):
