@@ -297,12 +297,26 @@ def rerun_options(impl: str, backend: str, profile: str, seed: Any, derandomized
     if seed is not None and not derandomized:
         out.append(f"--hypothesis-seed={seed}")
     if impl != "gpu_impl":
-        out += ["--impl", impl]
+        out += ["--impl", anchored(impl)]
     if backend != "numpy":
         out += ["--backend", backend]
     if contract != "default":
         out += ["--contract", contract]
     return out
+
+
+def anchored(impl: str) -> str:
+    """``exec:./build/harness ...`` with the harness' relative path made absolute where it names
+    an existing file, so that a rerun command works from any directory; anything else unchanged."""
+    if not impl.startswith("exec:"):
+        return impl
+    try:
+        argv = shlex.split(impl[len("exec:"):])
+    except ValueError:
+        return impl
+    if not argv or os.path.isabs(argv[0]) or "/" not in argv[0] or not os.path.exists(argv[0]):
+        return impl
+    return "exec:" + shlex.join([os.path.abspath(argv[0]), *argv[1:]])
 
 
 def _identity(config: Any) -> tuple[str, str, str, Any, bool]:

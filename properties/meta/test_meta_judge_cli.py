@@ -279,3 +279,14 @@ def test_progress_writes_an_area_line_when_its_last_test_finishes():
         p.pytest_runtest_logreport(r)
     assert [x.split(" (")[0] for x in lines] == ["[logitcheck] ops done: 1 tests, 1 NOT COVERED",
                                                  "[logitcheck] samplers done: 3 tests, 2 passed, 1 FAILED"]
+
+
+def test_rerun_anchors_a_relative_harness_path(tmp_path, monkeypatch):
+    """``exec:./build/harness`` printed as given would only rerun from the directory the judge ran in."""
+    from properties.recording import anchored
+
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build/harness").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert anchored("exec:./build/harness --no-claim 'a b'") == f"exec:{tmp_path}/build/harness --no-claim 'a b'"
+    assert anchored("exec:python -m h") == "exec:python -m h" and anchored("mypkg.samplers") == "mypkg.samplers"
