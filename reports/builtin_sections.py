@@ -25,6 +25,9 @@ TITLES = {  # titles and one-line explanations for tables drawn generically
                    "they were measured to have."),
     "distribution_gof": ("Sampling distributions: goodness of fit", ""),
     "split_same_seed_tokens": ("GPU-prefix / CPU-suffix split: same seed, same tokens", ""),
+    "peer_engines": ("Real engines judged as peers, with their pinned releases",
+                     "Each engine's sampler run for real on CPU against its named variant and the llama.cpp "
+                     "oracle (properties/peers/<engine>); their findings are in the ledger (logitcheck findings)."),
     "peer_transformers": ("HF transformers peer: warpers vs the oracle's transformers variant",
                           "Each HF warper (torch on CPU) and a generate-style chain on hypothesis-drawn rows. "
                           "identical_sets: examples where both zeroed the same tokens; tie_permuted: the sets "
@@ -119,7 +122,7 @@ def _rules(ctx: Context) -> str:
 
 
 @section("peer-findings", "Peer findings", area="peers", order=20,
-         tables=("llama_cpp_findings*", "llama_cpp_peer", "quant_peer_findings", "peer_transformers"))
+         tables=("llama_cpp_findings*", "llama_cpp_peer", "quant_peer_findings", "peer_transformers", "peer_engines"))
 def _peers(ctx: Context) -> str:
     names = tables_matching(ctx, "peer-findings")
     return "".join(titled(n, ctx.tables[n]) for n in sorted(names, key=lambda n: (n != "llama_cpp_findings", n)))

@@ -197,6 +197,7 @@ def engine_matrix_section(tables: dict[str, Any]) -> str:
         p = (str(c.get("a")), str(c.get("b")))
         if p not in pairs:
             pairs.append(p)
+    real = {str(k): str(v) for k, v in (em.get("real") or {}).items()} if isinstance(em.get("real"), dict) else {}
     rank = {e: i for i, e in enumerate(engines)}
     pairs.sort(key=lambda p: (rank.get(p[0], len(rank)), rank.get(p[1], len(rank))))
     by = {(str(c.get("a")), str(c.get("b")), str(c.get("setting"))): c for c in cells}
@@ -220,7 +221,7 @@ def engine_matrix_section(tables: dict[str, Any]) -> str:
             worst = '<td class="em same"><div class="emtvd">same</div></td>'
         else:
             worst = '<td class="em na"><div class="emtvd">n/a</div></td>'
-        body.append(f'<tr><th class="rowh">{esc(a)} ↔ {esc(b)}</th>{tds}{worst}</tr>')
+        body.append(f'<tr><th class="rowh">{_engine(a, real)} ↔ {_engine(b, real)}</th>{tds}{worst}</tr>')
     grid = (f'<table class="engm"><thead><tr><th>engines</th>{head}<th>largest TVD<div class="emsub">any setting</div>'
             f'</th></tr></thead><tbody>{"".join(body)}</tbody></table>')
 
@@ -238,5 +239,13 @@ def engine_matrix_section(tables: dict[str, Any]) -> str:
               '<table class="grid emw"><thead><tr><th>engines</th><th>setting</th><th>known difference</th>'
               "<th>TVD</th><th>logits</th><th>kept tokens</th><th>distributions</th></tr></thead>"
               f"<tbody>{_witness_rows(witnessed)}</tbody></table>") if witnessed else ""
+    real_note = ('<p class="muted">Real columns (<b>●</b>): the variant is judged against the real engine at its '
+                 "pinned release, so its cells are that engine's behaviour: "
+                 + "; ".join(f"<b>{esc(e)}</b>: {esc(v)}" for e, v in real.items()) + ".</p>") if real else ""
     return (f'<section id="engine-matrix"><h3>Cross-engine conformance matrix ({len(pairs)} pairs × '
-            f'{len(settings)} settings; {esc(counts)})</h3>{LEAD}{_legend()}{alarm}{grid}{wtable}</section>')
+            f'{len(settings)} settings; {esc(counts)})</h3>{LEAD}{real_note}{_legend()}{alarm}{grid}{wtable}</section>')
+
+
+def _engine(name: str, real: dict[str, str]) -> str:
+    """An engine's name in a row header; ● marks a column backed by the real engine."""
+    return f'{esc(name)} <span title="{esc(real[name])}">●</span>' if name in real else esc(name)

@@ -190,8 +190,9 @@ def translate(s: Settings, source: str, target: str) -> Translation:
         power = 1.0 / t if a["min_p_space"] == "pre-temperature" else t
         out = out.with_(min_p=float(s.min_p) ** power)
     if kept & {"top_p", "typical_p"} and t != 1.0 and t > 0 and a["temp_first"] != b["temp_first"]:
-        reasons.append(Difference("temp_first", "top_p and typical see untempered probabilities in llama.cpp "
-                                  "(temperature last), tempered ones in " + (target if b["temp_first"] else source)))
+        last, first = (source, target) if b["temp_first"] else (target, source)
+        reasons.append(Difference("temp_first", f"top_p and typical see untempered probabilities in {last} "
+                                  f"(temperature last), tempered ones in {first}"))
     if {"top_p", "min_p"} <= kept and a["min_p_before_top_p"] != b["min_p_before_top_p"]:
         reasons.append(Difference("min_p_before_top_p",
                                   "vLLM applies min_p before top_p; top_p then renormalises over fewer tokens"))
@@ -241,8 +242,9 @@ def intended_differences(s: Settings, a: str, b: str) -> list[Difference]:
     t = float(s.temperature)
     out = list(translate(s, a, b).reasons)
     if "min_p" in on and t != 1.0 and t > 0 and ta["min_p_space"] != tb["min_p_space"]:
-        out.append(Difference("min_p_space", "min_p compares untempered probabilities in llama.cpp (temperature "
-                              "last), tempered ones in " + (b if ta["min_p_space"] == "pre-temperature" else a)))
+        pre, post = (a, b) if ta["min_p_space"] == "pre-temperature" else (b, a)
+        out.append(Difference("min_p_space", f"min_p compares untempered probabilities in {pre} (temperature "
+                              f"last), tempered ones in {post}"))
     if "top_k" in on and ta["ties"] != tb["ties"]:
         exact, keeps = (a, b) if ta["ties"] == "exactly k" else (b, a)
         out.append(Difference("ties", f"top_k keeps exactly k in {exact}, every tie with the k-th logit in {keeps}"))

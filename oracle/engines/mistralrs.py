@@ -28,16 +28,17 @@ from oracle.engines.settings import (Settings, as_row, counts, first_argmax_oneh
                                      inverse_cdf, require, softmax, with_traits)
 
 NAME = "mistral.rs"
+PEER = "mistralrs 0.9.5, CPU wheel (properties/peers/mistralrs)"  # the real engine this variant is judged against, at its pinned release
 SUPPORTS = frozenset({"temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
                       "frequency_penalty"})
 TRAITS = dict(temp_first=True, min_p_space="post-temperature", ties="exactly k", typical_position=None,
               typical_ties=None, top_p_renormalises=True, min_p_before_top_p=False, min_p_equal_kept=False,
               window=False, freq_scope="output", penalty_order="frequency/presence first", law="softmax",
-              greedy="t < 1e-7", top_p_ties="exactly")
+              greedy="t < 1e-7", top_p_ties="exactly")  # Sampler::new: a temperature below 1e-7 is None
 # top_k keeping every tie with the k-th, top_p on the un-renormalised top-k mass, min_p keeping
-# p = min_p·p_max, repetition before frequency/presence, presence/frequency over prompt + output
-TOGGLES = frozenset({"ties", "top_p_renormalises", "min_p_equal_kept", "penalty_order", "freq_scope"})
-GREEDY_BELOW = 1e-7  # Sampler::new: a temperature below this is None (greedy)
+# p = min_p·p_max, repetition before frequency/presence, presence/frequency over prompt + output,
+# another engine's greedy rule
+TOGGLES = frozenset({"ties", "top_p_renormalises", "min_p_equal_kept", "penalty_order", "freq_scope", "greedy"})
 
 
 def penalties(x: np.ndarray, history, repetition: float, frequency: float, presence: float,
@@ -93,7 +94,9 @@ def weights(logits: np.ndarray, s: Settings, **traits) -> np.ndarray:
     """The (un-normalised) weight vector handed to ``WeightedIndex``."""
     tr = with_traits(NAME, TRAITS, TOGGLES, traits)
     x = penalised(logits, s, **traits)
-    if not float(s.temperature) >= GREEDY_BELOW:
+    from oracle.engines.mapping import greedy_at  # the one reading of a greedy rule (mapping imports this module)
+
+    if greedy_at(tr["greedy"], float(s.temperature)):
         return first_argmax_onehot(x)
     return truncate(softmax(x / float(s.temperature)), s.top_k, s.top_p, s.min_p, keep_ties=tr["ties"] == "keeps ties",
                     renormalise=tr["top_p_renormalises"], equal_kept=tr["min_p_equal_kept"])

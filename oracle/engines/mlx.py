@@ -33,6 +33,7 @@ from oracle.engines.settings import (Settings, as_row, counts, first_argmax_oneh
                                      with_traits)
 
 NAME = "mlx"
+PEER = "mlx 0.32.4 / mlx-lm 0.32.2, CPU (properties/peers/mlx)"  # the real engine this variant is judged against, at its pinned release
 SUPPORTS = frozenset({"temperature", "top_k", "top_p", "min_p", "repetition_penalty", "presence_penalty",
                       "frequency_penalty"})
 TRAITS = dict(temp_first=False, min_p_space="pre-temperature", ties="exactly k", typical_position=None,

@@ -21,6 +21,9 @@ from oracle.engines import ENGINES, Settings
 from oracle.engines.mapping import Difference, Run, intended_differences, knife_edge, tvd, without
 
 ENGINE_ORDER = tuple(ENGINES)  # the spec's engines, llama.cpp first
+# the columns backed by a real engine: the variant is judged against that engine at its pinned
+# release (``properties/peers/<engine>``), so its matrix cells are that engine's behaviour
+REAL = {name: m.PEER for name, m in ENGINES.items() if getattr(m, "PEER", None)}
 PAIRS = list(itertools.combinations(ENGINE_ORDER, 2))
 TYPICAL = dict(temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repetition_penalty=1.1)
 SETTINGS = {

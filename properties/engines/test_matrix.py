@@ -15,8 +15,8 @@ from hypothesis.errors import NoSuchExample
 
 from properties import recording
 from properties.profiles import WITNESS_SEARCH_PHASES, current_profile
-from properties.engines.matrix import (ENGINE_ORDER, PAIRS, SETTINGS, cases, compare, differs, explanation, labels,
-                                      not_expressible, runs, vocab_cap, witness)
+from properties.engines.matrix import (ENGINE_ORDER, PAIRS, REAL, SETTINGS, cases, compare, differs, explanation,
+                                      labels, not_expressible, runs, vocab_cap, witness)
 
 # search budgets: CI keeps the whole matrix near a minute; nightly searches ~7x longer
 _NIGHTLY = current_profile() == "nightly"
@@ -33,7 +33,7 @@ def _record(pair, name, cell) -> None:
     TVD_TABLE.setdefault(f"{pair[0]} vs {pair[1]}", {})[name] = (
         cell["relation"] if cell["relation"] != "differs" else round(cell["max_tvd"], 6))
     recording.table("engine_matrix", {"engines": list(ENGINE_ORDER), "settings": {k: repr(v) for k, v in SETTINGS.items()},
-                                      "cells": list(CELLS.values())})
+                                      "cells": list(CELLS.values()), "real": REAL})
     recording.table("engine_matrix_max_tvd", TVD_TABLE)
 
 

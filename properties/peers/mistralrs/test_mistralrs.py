@@ -185,13 +185,15 @@ WITNESSES = [
      [1.0, 0.0, -1.0], Settings(temperature=0.5, top_p=0.8, prompt=(FIRST,)), [3], [3, 4]),
     ("min_p in tempered space (llama.cpp: untempered)",
      [1.0, 0.0, -1.0], Settings(temperature=0.5, min_p=0.2, prompt=(FIRST,)), [3], [3, 4]),
+    ("no difference: top_p on the renormalised top-k mass, as llama.cpp (un-renormalised would keep [3, 4])",
+     list(np.log([0.5, 0.2, 0.2, 0.1])), Settings(top_k=2, top_p=0.6, prompt=(FIRST,)), [3], [3]),
 ]
 
 
 @pytest.mark.parametrize("w", WITNESSES, ids=[w[0][:40] for w in WITNESSES])
 def test_difference_from_llama_cpp_has_a_witness(w):
     """The survivors mistral.rs draws (N = 2,000: each kept token here has p >= 0.1, missed with
-    probability <= 0.9^2000) are the variant's and not llama.cpp's."""
+    probability <= 0.9^2000) are the variant's, and llama.cpp's are as recorded."""
     name, body, s, mrs_keeps, llama_keeps = w
     row = adapter.with_specials(body)
     with adapter.engine(row) as e:

@@ -60,7 +60,7 @@ def mlx_settings(draw, n: int) -> Settings:
         presence_penalty=draw(st.sampled_from([0.0, 0.5]), label="presence"),
         frequency_penalty=draw(st.sampled_from([0.0, 0.25]), label="frequency"),
         prompt=draw(hist, label="prompt"), output=draw(hist, label="output"),
-        repeat_last_n=draw(st.sampled_from([64, 20, 3]), label="window"))
+        repeat_last_n=draw(st.sampled_from([64, 20, 3, 0]), label="window"))  # 0: tokens[-0:], the whole history
 
 
 def _judged(row: np.ndarray, s: Settings, what: str) -> None:
