@@ -5,23 +5,26 @@ zoo (``properties/zoo/test_chain_mutants.py``).
 Two draws. ``broad_chain_cases`` is any sampler case (every family, vocabularies up to 4,096)
 with parameters from short lists: most of its cases cannot tell one stage order from another
 (top_k = 1, p = 1, a one-token row, a temperature of 1), so order and hand-off bugs were killed by
-pinned corners, not by draws. ``interacting_chain_cases`` draws the row, then each stage's
-parameter *from the row the correct chain hands that stage*, so that every stage cuts and every
-adjacent pair interacts:
+pinned corners, not by draws. ``interacting_chain_cases`` aims each case at one known mistake
+(``attribution.TARGETS``: each adjacent swap, temperature first, each hand-off) and draws the
+row, then each stage's parameter *from the row the correct chain hands that stage*:
 
 - the history holds tokens ranked next to the cut rank (and sometimes the maximum), so the
   penalties move tokens across top_k's and min_p's cuts;
 - k is the cut rank (or a little more), so top_k drops tokens;
 - p lies halfway between two cumulative masses of top_k's renormalised survivors, and m halfway
-  (in log space) between two of top_p's survivors, so both cut, never within rounding of a mass
-  or a logit (a legal engine's float32 cannot land on the other side);
+  (in logits) between two of top_p's survivors, so both cut, never within rounding of a mass or
+  a logit (a legal engine's float32 cannot land on the other side);
 - t is far from 1 (1/4 to 4), so a temperature before a cut moves it;
-- one draw in four is a window case: 1,025 to 4,097 tokens, top_k off, top_p keeping up to 900
-  tokens, so a normaliser over the 1,000 largest weights misplaces the cut.
+- sometimes the stages after top_k or top_p stay off (a later cut can drop exactly the tokens
+  where two orders differ);
+- the windowed normaliser's cases have 2,048 to 4,097 tokens, top_k off and top_p keeping up to
+  900 of them; it is aimed at twice as often, being the only mistake no small row shows.
 
-``chain_cases`` draws interacting cases three times in four and broad ones otherwise (the broad
-draws keep every family and the large-vocabulary rows in the judged set). Measured separation
-rates per mutant are in docs/judge.md#chains.
+The parameters are redrawn (up to 12 times) until the aimed-at mistake's float64 chain keeps
+other tokens than the correct chain. ``chain_cases`` draws interacting cases four times in five
+and broad ones otherwise (every family and the rows with huge or -inf logits stay judged).
+Measured separation rates per mutant are in docs/judge.md#chains.
 """
 from __future__ import annotations
 
