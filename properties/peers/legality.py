@@ -6,8 +6,8 @@ description (which sizes, which order, which logits and p within which bounds, w
 against it and says what is wrong.
 
 Order rules: "ranked" outputs must match the oracle's ranking position by position on a key
-(logit, typicality score) up to the key's tolerance, so tied or near-tied tokens are
-interchangeable and nothing else is; "suffix" is the same for XTC, which drops the head of the
+(logit, typicality score) up to the key's tolerance, so tied (equal keys: ``properties.ties``) or
+near-tied tokens are interchangeable and nothing else is; "suffix" is the same for XTC, which drops the head of the
 ranking; "input" outputs keep the input order and, per class of interchangeable tokens, the count
 kept lies between ``must``'s and ``may``'s (``properties.peers.kept_set``; every token its own
 class unless ``classes`` says otherwise, so the kept set lies in [must, may]).

@@ -11,8 +11,8 @@ the float32 error model of ``properties.numerics`` (a peer's known float32 loops
   the decision may flip within the running-error bound of the float softmax and float prefix sum;
 - thresholds on logits (min_p, top_n_sigma): within the rounding of max + logf(p) and of the
   float mean/std;
-- ties: equal keys are interchangeable (llama.cpp's sorts are unstable); typical's float scores
-  are interchangeable within their error bound;
+- ties: equal keys are interchangeable (llama.cpp's sorts are unstable: ``properties.ties``, the one
+  definition); typical's float scores are interchangeable within their error bound;
 - p: within max(1e-6, the float model's bound), per entry;
 - state that llama.cpp keeps in float (mirostat's mu, adaptive-p's EMA) drifts by the bound
   ``Drift`` accumulates step by step.
