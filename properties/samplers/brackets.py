@@ -1,7 +1,9 @@
 """May/must brackets: a filter's survivor set is judged against the oracle at the extreme legal
 parameters (``SamplerRecord.variants``), not against one exact answer. Where fp32 rounding or a
 tie lets a token go either way, it is in ``may`` but not in ``must``; the implementation must keep
-every ``must`` token and nothing outside ``may``."""
+every ``must`` token and nothing outside ``may``. With the stage's tie classes
+(``properties.ties``; ``SamplerRecord.ties``) the rule is taken per class: which tied tokens are
+kept is free, how many lies between must's and may's counts (the peers' one kept-set rule)."""
 from __future__ import annotations
 
 import numpy as np

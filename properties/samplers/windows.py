@@ -20,7 +20,7 @@ a tuned constant:
 - typical's scores |-ln p^ - H^|: each -ln p^ within ρ_i + 2u·|ln p| (logf), H^ within
   θ·Σp|ln p + 1| + uΣp(|d| + exp_u(d) + 2)|ln p + 1| + 3u·H + the sum's own bound; tokens whose fp32
   probability is below the normal range (l - max < ln 2^-126, ±S) carry no relative precision at
-  all and are one tie group;
+  all and are one tie group (``properties.ties``: the underflowed zeros);
 - dist: ``numerics.cdf_bound``.
 """
 from __future__ import annotations
@@ -33,6 +33,7 @@ from oracle.candidates import ascending_order, descending_order
 from properties import numerics as nm
 from properties.numerics import U32, F32_TINY
 from properties.samplers.record import Params, SamplerRecord
+from properties.ties import underflowed
 
 
 def exact_masses(row: np.ndarray) -> bool:
@@ -145,7 +146,7 @@ def typical_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
         return row, 0.0
     model = nm.softmax_model(row)
     p, score, h = typicality(row)
-    normal = p >= F32_TINY
+    normal = model.finite & ~underflowed(row)  # fp32 p in the normal range (the rest: ``properties.ties``' zeros)
     with np.errstate(divide="ignore"):
         lnp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
     rho = model.rel()
