@@ -27,3 +27,14 @@ def test_an_unsupported_case_leaves_the_other_cases_judged():
     assert 0 < n < m and n + u == m, judged.group(0)
     assert re.search(r"SKIPPED .*NOT COVERED: the implementation answered unsupported for (\d+) of \1 cases", out), out[-3000:]
     assert "1 passed, 1 skipped" in out, out[-1500:]
+
+
+def test_a_listed_function_no_test_called_is_named():
+    """A whole ``--judged-only`` run names every function the implementation has that no test
+    called (``case_coverage.listed_unjudged``); here all but one are marked called."""
+    from properties.case_coverage import listed_unjudged
+    from properties.protocol.signatures import table
+
+    called = {r.qualified for r in table()} - {"engines.candle_repeat_penalty"}
+    assert listed_unjudged("gpu_impl", "numpy", called) == ["engines.candle_repeat_penalty: listed, called by no test"]
+    assert listed_unjudged("properties.meta.impls.empty", "numpy", set()) == []
