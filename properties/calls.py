@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import re
 from typing import Any, Iterable
 
 PART_OF_FIXTURE = (("oimpl", "ops"), ("qimpl", "quants"), ("impl", ""))
@@ -127,12 +128,17 @@ def functions_of(item: Any) -> frozenset[str] | None:
     return frozenset(found) if found else None
 
 
-def blamed(called: Iterable[str], record: str) -> tuple[str, ...]:
+def blamed(called: Iterable[str], record: str, message: str = "") -> tuple[str, ...]:
     """Of the functions a failed test calls, those its ``Failure`` names by its record (a top_p
-    failure in a test that also calls softmax is top_p's); all of them when it names none."""
+    failure in a test that also calls softmax is top_p's), else those its message names (a
+    chain's "step 3 top_p{...}: kept 1 token the oracle may not keep"); all of them when neither
+    names one."""
     called = tuple(called)
-    name = _record_functions().get(record, record)
-    named = tuple(fn for fn in called if record and fn.rsplit(".", 1)[-1] in (record, name))
+    if record:
+        name = _record_functions().get(record, record)
+        named = tuple(fn for fn in called if fn.rsplit(".", 1)[-1] in (record, name))
+    else:
+        named = tuple(fn for fn in called if re.search(rf"(?<![\w.]){re.escape(fn.rsplit('.', 1)[-1])}(?!\w)", message))
     return named or called
 
 

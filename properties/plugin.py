@@ -355,7 +355,8 @@ def _verdict_row(report: pytest.TestReport, row: dict) -> verdict.Row:
     failure = dict(row.get("failure") or {})
     return verdict.Row(report.nodeid, "failed" if report.failed else report.outcome, area_of(report.nodeid),
                        called, "NOT COVERED" in str(row.get("reason", "")), failure,
-                       crash.message if crash else "", calls.blamed(called, str(failure.get("record", ""))))
+                       crash.message if crash else "",
+                       calls.blamed(called, str(failure.get("record", "")), crash.message if crash else ""))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:

@@ -7,8 +7,9 @@ reports it receives (on pytest-xdist's controller too), so they are tested witho
 A *cause* is function × property × first divergence: the functions the test calls, the property
 that said no as ``Failure`` names it (row left out: the same bug shows on another row of another
 case), and its category; a failure that is no ``Failure`` (a harness fault, a bare assert) is
-grouped by its test function and the crash message with its numbers blanked. One bug that fails
-a property at three dtypes is one group, shown once with the smallest shrunk case.
+grouped by the functions its message names and that message with its numbers blanked (the same
+chain step failing in two tests is one group). One bug that fails a property at three dtypes is
+one group, shown once with the smallest shrunk case.
 """
 from __future__ import annotations
 
@@ -45,10 +46,11 @@ def _test_name(nodeid: str) -> str:
 
 def cause(row: Row) -> tuple[str, ...]:
     f = row.failure
+    who = ", ".join(row.blamed or row.calls) or row.area
     if f.get("property"):
-        return (", ".join(row.calls) or row.area, property_of(f["property"]), f.get("category", ""))
+        return (who, property_of(f["property"]), f.get("category", ""))
     first = (row.crash or "").strip().splitlines()[0] if (row.crash or "").strip() else ""
-    return (", ".join(row.calls) or row.area, _test_name(row.nodeid), NUMBER.sub("#", first)[:160])
+    return (who, NUMBER.sub("#", first)[:160] or _test_name(row.nodeid), "")
 
 
 @dataclass
@@ -67,6 +69,8 @@ class Group:
         dtypes = sorted({str(x.failure.get("dtype")) for x in self.rows if x.failure.get("dtype")})
         what = f"{self.key[1]}" + (f" ({self.key[2]})" if f.get("property") and self.key[2] else "")
         at = f", at {', '.join(dtypes)}" if len(dtypes) > 1 else ""
+        if not f.get("property"):
+            what = _test_name(r.nodeid)  # the message is the WHY line below
         out = [f"[{index}] {self.key[0]} × {what}: {len(self.rows)} failed test{'s' * (len(self.rows) > 1)}{at}"]
         crash = r.crash.strip().splitlines()[0] if r.crash.strip() else ""
         why = f.get("why") or crash

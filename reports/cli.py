@@ -117,7 +117,9 @@ def run_and_record(args: argparse.Namespace, out: Path, baseline: dict[str, Any]
 
         argv = pytest_argv(args, results_path)
         print("logitcheck: pytest " + shlex.join(argv), flush=True)
-        code = int(pytest.main(argv, plugins=[Progress(durations=baseline_durations(baseline))]))
+        from properties.api import area_of
+
+        code = int(pytest.main(argv, plugins=[Progress(durations=baseline_durations(baseline), areas=area_of)]))
     except Exception as exc:  # the page must still say what happened
         code, error = 3, f"the suite could not be run: {type(exc).__name__}: {exc}"
     if results_path.exists():
