@@ -1,7 +1,9 @@
 """Ties are judged as ties (``properties.ties``): relabelling token ids inside the tie classes of
 any conforming engine's answer never changes a verdict, and relabelling across classes does.
+(Every conforming member: ``properties/zoo/test_ties_relabelled.py``, with the same helpers,
+``properties/meta/tie_relabelling.py``; here gpu_impl, real llama.cpp and the logprobs judge.)
 
-Each conforming member (and gpu_impl) answers tie-rich rows: plateaus of equal logits at a top_k /
+Each engine answers tie-rich rows: plateaus of equal logits at a top_k /
 top_p / min_p cut, tied maxima for a selector, rows whose float32 probabilities underflow to 0
 with ``min_keep`` restoring among them. The answer is then relabelled by a permutation that maps
 every tie class of the record onto itself, drawn afresh for every call (two calls of one test may
@@ -12,9 +14,6 @@ exactly), and a relabelling that moves a kept token to an untied dropped one is 
 """
 from __future__ import annotations
 
-import importlib
-import zlib
-
 import numpy as np
 import pytest
 
@@ -23,153 +22,17 @@ from properties import ties
 from properties.backends import Impl
 from properties.engines.logprobs_checks import exact, judge_top_n
 from properties.failure import Failure
+from properties.meta.tie_relabelling import (TIED, Relabelled, check_noop_relabelled, check_relabelling, tie_cases,
+                                             tie_rich_rows, verdict)
 from properties.samplers import checks
 from properties.samplers.records import record_named
-from properties.samplers.strategies import Case, make_logits
-from properties.zoo.conforming import MEMBERS
+from properties.samplers.strategies import Case
 
-ENGINES = ("gpu_impl",) + tuple(f"properties.zoo.conforming.{m}" for m in MEMBERS)
-TIED = ("top_k", "top_p", "min_p", "typical", "top_n_sigma", "xtc", "mirostat_v2")
-
-
-class Relabelled:
-    """An engine whose every answer is relabelled inside the record's tie classes (``across``:
-    across classes instead, moving one kept token to the highest dropped token of another class)."""
-
-    def __init__(self, base: Impl, record, seed: int, across: bool = False) -> None:
-        self.base, self.record, self.seed, self.across = base, record, seed, across
-        self.moved = 0
-
-    def __call__(self, fn: str, *args):
-        out = self.base(fn, *args)
-        if fn != self.record.impl_name:
-            return out
-        # one permutation per (row, parameters): calls with other parameters choose other tied
-        # tokens, as an unstable sort may, and a row asked twice alike answers alike (batch invariance)
-        x64 = np.asarray(args[0]).astype(np.float64)
-        rest = [np.asarray(a) for a in args[1:]]
-        self.rngs = [np.random.default_rng([self.seed, zlib.crc32(x64[b].tobytes() + b"".join(
-            (a[b] if a.ndim and a.shape[0] == x64.shape[0] else a).tobytes() for a in rest))])
-            for b in range(x64.shape[0])]
-        x = np.asarray(args[0]).astype(np.float32)
-        rows = [x[b].astype(np.float64) for b in range(x.shape[0])]
-        if self.record.kind == "select":
-            ids = np.asarray(out[0] if isinstance(out, tuple) else out).copy()
-            for b, row in enumerate(rows):
-                perm = self._perm(row, np.eye(row.size, dtype=bool)[ids[b]], b)
-                ids[b] = perm[ids[b]]
-            return (ids,) + tuple(out[1:]) if isinstance(out, tuple) else ids
-        out = np.asarray(out).copy()
-        for b, row in enumerate(rows):
-            kept = np.isfinite(out[b])
-            moved = np.zeros_like(kept)
-            moved[self._perm(row, kept, b)] = kept
-            out[b] = np.where(moved, x[b], np.float32(-np.inf))
-        return out
-
-    def _perm(self, row: np.ndarray, kept: np.ndarray, b: int) -> np.ndarray:
-        classes = self.record.ties(row) if self.record.ties is not None else ties.logit_classes(row)
-        perm = ties.relabel(classes, self.rngs[b])
-        if self.across:  # swap the lowest-ranked kept token with the best dropped token of another class
-            perm = np.arange(row.size)
-            fin = np.isfinite(row)
-            inside, outside = np.flatnonzero(kept & fin), np.flatnonzero(~kept & fin)
-            if inside.size and outside.size:
-                a = inside[np.argmin(row[inside])]
-                others = outside[classes[outside] != classes[a]]
-                if others.size:
-                    c = others[np.argmax(row[others])]
-                    perm[a], perm[c] = c, a
-                    self.moved += 1
-        else:
-            self.moved += int((perm != np.arange(row.size))[kept].any())
-        return perm
-
-
-def _verdict(body, *args) -> str | None:
-    try:
-        body(*args)
-    except Failure as exc:
-        return f"{exc.property}: {exc.why}"
-    return None
-
-
-def _rows(vocab: int = 48) -> list[np.ndarray]:
-    """Tie-rich rows: plateaus (a few levels shared by many tokens), four tied maxima, and a peak
-    far above the rest (every other float32 probability an underflowed zero)."""
-    plateaus = [make_logits("plateaus", vocab, s) for s in range(4)]
-    tied_top = np.full(vocab, -3.0, dtype=np.float32)
-    tied_top[[5, 17, 30, vocab - 7]] = 2.0
-    tied_top[::7] = -1.0
-    peak = (-150.0 - np.arange(vocab, dtype=np.float32) * 0.5)[::-1].copy()
-    peak[7] = 20.0
-    return plateaus + [tied_top, peak]
-
-
-def _params(name: str, batch: int, vocab: int) -> list[dict]:
-    full = lambda v, dt=np.float64: np.full(batch, v, dtype=dt)  # noqa: E731
-    return {
-        "top_k": [{"k": full(k, np.int64)} for k in (1, 3, 10, 25)],
-        "top_p": [{"p": full(p), "min_keep": full(m, np.int64)} for p, m in ((0.3, 0), (0.6, 3), (0.9, 0), (1.0, 0))],
-        "min_p": [{"p": full(p), "min_keep": full(m, np.int64)} for p, m in ((0.5, 0), (0.05, 3), (0.9, 5))],
-        "typical": [{"p": full(p), "min_keep": full(m, np.int64)} for p, m in ((0.3, 0), (0.7, 3))],
-        "top_n_sigma": [{"n": full(n)} for n in (0.5, 1.0)],
-        "xtc": [{"probability": full(1.0), "threshold": full(t), "min_keep": full(0, np.int64),
-                 "chance": full(0.0, np.float32)} for t in (0.05, 0.1)],
-        "mirostat_v2": [{"mu": full(mu), "u": full(u), "tau": full(3.0), "eta": full(0.1)}
-                        for mu, u in ((0.5, 0.3), (0.5, 0.9), (3.0, 0.5))],
-        "greedy": [{}],
-    }[name]
-
-
-def _cases(name: str) -> list[Case]:
-    rows = np.stack(_rows()).astype(np.float32)
-    return [Case("ties", rows.shape[1], "float32", tuple(range(rows.shape[0])), p, rows)
-            for p in _params(name, rows.shape[0], rows.shape[1])]
-
-
-def _engines_for(name: str) -> list[str]:
-    out = []
-    for e in ENGINES:
-        mod = importlib.import_module(e)
-        if e == "gpu_impl" or name in getattr(mod, "REPLACED", ()):
-            out.append(e)
-    return out
-
-
-@pytest.mark.parametrize("name, engine", [(n, e) for n in TIED for e in _engines_for(n)])
-def test_relabelling_inside_tie_classes_never_changes_a_verdict(name, engine):
-    record = record_named(name)
-    base = Impl(importlib.import_module(engine), "numpy")
-    moved = 0
-    for i, case in enumerate(_cases(name)):
-        plain = _verdict(checks.check_matches_oracle, base, record, case)
-        assert plain is None, f"{engine} (a conforming engine) fails {name} on {case}: {plain}"
-        relabelled = Relabelled(base, record, seed=i)
-        got = _verdict(checks.check_matches_oracle, relabelled, record, case)
-        assert got == plain, f"{engine}'s {name} answer relabelled inside its tie classes: {got}"
-        if record.monotone:
-            param = record.monotone[0][0]
-            other = case.params[param] * (2 if record.kind == "filter" and name != "min_p" else 0.5)
-            if name == "top_k":
-                other = case.params[param] + 7
-            for impl in (base, Relabelled(base, record, seed=100 + i)):
-                assert _verdict(checks.check_monotone, impl, record, case, other) is None, (engine, name, case)
-        moved += relabelled.moved
-    assert moved, f"no answer of {engine}'s {name} had a tied token to relabel: the rows test nothing"
-
-
-@pytest.mark.parametrize("name", [n for n in TIED if record_named(n).noop])
-def test_noop_relabelled_is_still_a_noop(name):
-    """A no-op answer relabelled inside ties stays a no-op: a probability filter may drop the
-    tokens whose float32 probability is 0 (TopPLogitsWarper(1.0) does), nothing else moves."""
-    record = record_named(name)
-    for engine in _engines_for(name):
-        base = Impl(importlib.import_module(engine), "numpy")
-        for case in _cases(name)[:1]:
-            for noop in record.noop:
-                assert _verdict(checks.check_noop, base, record, case, noop) is None, (engine, noop)
-                assert _verdict(checks.check_noop, Relabelled(base, record, 7), record, case, noop) is None
+@pytest.mark.parametrize("name", TIED)
+def test_relabelling_gpu_impl_inside_tie_classes_never_changes_averdict(name):
+    check_relabelling(gpu_impl, name)
+    if record_named(name).noop:
+        check_noop_relabelled(gpu_impl, name)
 
 
 @pytest.mark.parametrize("name", ["top_k", "top_p", "min_p", "top_n_sigma"])
@@ -178,9 +41,9 @@ def test_relabelling_across_classes_fails(name):
     record = record_named(name)
     base = Impl(gpu_impl, "numpy")
     failed = 0
-    for i, case in enumerate(_cases(name)):
+    for i, case in enumerate(tie_cases(name)):
         wrong = Relabelled(base, record, seed=i, across=True)
-        failed += _verdict(checks.check_matches_oracle, wrong, record, case) is not None
+        failed += verdict(checks.check_matches_oracle, wrong, record, case) is not None
         assert wrong.moved or failed
     assert failed, f"{name}: no cross-class relabelling was caught"
 
@@ -190,20 +53,21 @@ def test_greedy_keeps_demanding_the_first_maximum():
     freedom: another of the tied maxima is a failure, the first one passes."""
     record = record_named("greedy")
     assert record.ties is None
-    case = _cases("greedy")[0]
+    case = tie_cases("greedy")[0]
     base = Impl(gpu_impl, "numpy")
-    assert _verdict(checks.check_matches_oracle, base, record, case) is None
+    assert verdict(checks.check_matches_oracle, base, record, case) is None
     last_max = lambda x: (x.shape[1] - 1 - np.argmax(x[:, ::-1], axis=1)).astype(np.int64)  # noqa: E731
     wrong = Impl(type("LastMax", (), {"greedy": staticmethod(last_max), "__name__": "last_max"}), "numpy")
-    assert "selection" in (_verdict(checks.check_matches_oracle, wrong, record, case) or "")
+    assert "selection" in (verdict(checks.check_matches_oracle, wrong, record, case) or "")
 
 
 def test_tie_classes_are_data():
     row = np.array([1.0, 3.0, 3.0, -np.inf, 1.0, 0.0, -300.0, -400.0])
     assert ties.logit_classes(row).tolist() == [1, 0, 0, -1, 1, 2, 3, 4]
     assert ties.prob_classes(row).tolist() == [1, 0, 0, -1, 1, 2, 3, 3]  # both below 2^-126: zeros
-    assert ties.interchangeable(6, 7, ties.prob_classes(row)) and not ties.interchangeable(6, 7, ties.logit_classes(row))
-    assert not ties.interchangeable(3, 3 - 1, ties.logit_classes(row))
+    assert ties.interchangeable(6, 7, ties.prob_classes(row))
+    assert not ties.interchangeable(6, 7, ties.logit_classes(row))
+    assert not ties.interchangeable(3, 2, ties.logit_classes(row))  # a masked token ties with nothing
     kept = np.array([0, 1, 0, 0, 1, 0, 0, 1], dtype=bool)
     cls = ties.prob_classes(row)
     assert ties.canonical(kept, cls).tolist() == [True, True, False, False, False, False, True, False]  # lowest ids
@@ -220,7 +84,7 @@ def test_top_n_logprobs_any_order_among_equal_values(engine):
     import torch
     from gpu_impl import engines as ge
 
-    rows = np.stack(_rows(40)[:4] + [np.where(np.arange(40) % 9 == 0, 1.0, -np.inf).astype(np.float32)])
+    rows = np.stack(tie_rich_rows(40)[:4] + [np.where(np.arange(40) % 9 == 0, 1.0, -np.inf).astype(np.float32)])
     rows = rows.astype(np.float32)
     for n in (3, 8, 12):
         if engine == "torch_topk":
@@ -286,7 +150,7 @@ def test_real_llama_cpp_answers_relabelled_inside_ties_stay_legal(name, params):
         pytest.skip(f"llama.cpp not loadable: {adapter.available()}")
     record = record_named(name)
     rng, relabelled = np.random.default_rng(5), 0
-    for x in _rows(48)[:5]:
+    for x in tie_rich_rows(48)[:5]:
         x32 = x.astype(np.float32)
         with record.llama.peer(params, x32.size) as q:
             out = q.apply(raw_state(x32))
@@ -323,5 +187,5 @@ def test_top_k_monotone_with_233_tokens_at_the_kth_logit():
     assert not checks.nested(small, large, None)
     assert checks.nested(small, large, record.ties(x[0].astype(np.float64)))
     case = Case("ties", 400, "float32", (0,), {"k": np.array([20], dtype=np.int64)}, x)
-    assert _verdict(checks.check_monotone, Impl(engine, "numpy"), record, case, np.array([60])) is None
-    assert _verdict(checks.check_matches_oracle, Impl(engine, "numpy"), record, case) is None
+    assert verdict(checks.check_monotone, Impl(engine, "numpy"), record, case, np.array([60])) is None
+    assert verdict(checks.check_matches_oracle, Impl(engine, "numpy"), record, case) is None
