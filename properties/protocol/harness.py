@@ -34,6 +34,13 @@ timeout. Without this a harness that faults on every call is restarted for every
 every shrink step hypothesis tries."""
 
 
+class HarnessGivenUp(BaseException):
+    """The harness faulted ``FAULTS_IN_A_ROW`` times in a row in this test: the test fails now,
+    with the first of those faults. A BaseException, so that hypothesis does not go on shrinking
+    and explaining a failure whose every example fails at once (each a whole draw of logits, for
+    nothing: minutes per test on a harness that faults on every call); pytest fails the test."""
+
+
 class HarnessUnsupported(Exception):
     """The harness answered ``ERROR unsupported``: NOT COVERED for that case."""
 
@@ -259,6 +266,10 @@ class Harness:
         failures apart by where they were raised (and what they were raised while handling), so
         a fault met on a first example and the same fault given up on at its replay are one
         failure, not a FlakyFailure."""
+        self._enter_test()
+        if self._given_up is not None:
+            raise HarnessGivenUp(f"{self._given_up} [then {function}(...) was not sent: the harness faulted on "
+                                 f"{self._in_a_row} call(s) in a row in this test; a new one starts at the next test]")
         try:
             return self._call(function, args)
         except HarnessFault as exc:
@@ -269,10 +280,6 @@ class Harness:
         what = f"{function}({framing.describe_args(args)})"
         if self.broken:
             raise HarnessFault(f"harness unusable: {self.broken}; call {what} not sent")
-        self._enter_test()
-        if self._given_up is not None:
-            raise HarnessFault(f"{self._given_up} [then {what} was not sent: the harness faulted on "
-                               f"{self._in_a_row} call(s) in a row in this test; a new one starts at the next test]")
         if self.proc is None or self.proc.poll() is not None:
             if self.proc is not None:
                 self._kill()  # it ended between calls
