@@ -27,7 +27,7 @@ import numpy as np
 
 COMMANDS = ("forward", "parity", "layers", "names")
 ENGINES = ("oracle", "gpu_impl", "llama.cpp")
-ERROR_MODELS = ("llama.cpp-cpu", "gpu_impl-float32", "gpu_impl-float16")
+ERROR_MODELS = ("llama.cpp-cpu", "gpu_impl-float32", "gpu_impl-float16", "gpu_impl-bfloat16")
 
 
 def add_subcommands(sub: Any) -> None:
@@ -38,7 +38,8 @@ def add_subcommands(sub: Any) -> None:
     f.add_argument("--tokens", required=True, help="comma-separated token ids (no tokenizer in the loop)")
     f.add_argument("--out", required=True, type=Path)
     f.add_argument("--engine", choices=ENGINES, default="oracle", help="oracle (float64, default), gpu_impl, llama.cpp")
-    f.add_argument("--dtype", choices=("float32", "float16"), default="float32", help="gpu_impl's storage dtype")
+    f.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
+                   help="gpu_impl's storage dtype")
     f.add_argument("--backend", choices=("numpy", "cupy"), default="numpy", help="gpu_impl's array backend")
     f.add_argument("--chunk", type=int, default=None, help="feed this many tokens per step through the KV cache")
     p = sub.add_parser("parity", help="compare two runs' logits (KLD, top-1, Δp, top-k, cosine)",
@@ -68,6 +69,9 @@ def add_subcommands(sub: Any) -> None:
                         description="Print, per architecture, llama.cpp's graph name of every intermediate and "
                                     "the HF-style module name whose output is the same tensor; dumps may use either.")
     nm.add_argument("--arch", default=None, help="one architecture (default: all mapped)")
+    la.add_argument("--explain-precision", action="store_true",
+                    help="also say which storage precision (float32, float16, bfloat16) explains TEST best: its "
+                         "distance to the oracle run with that rounding at every tensor (needs --model)")
     for parser in (f, p, la, nm):
         parser.set_defaults(handler=run)
 
@@ -205,6 +209,19 @@ def layers(args: argparse.Namespace) -> int:
         model, engine = load_model(args.model), args.error_model
         env = envelope(model, toks, engine)
         threshold = defaultdict(lambda: args.threshold, env.tensor_bounds())
+    references = {}
+    if args.explain_precision or args.error_model is not None:
+        from properties.api import engine_storage, matched_reference
+
+        if args.model is None or ref.tokens is None:
+            raise ValueError("--explain-precision needs --model and the runs' token ids")
+        from oracle.models import load_model
+
+        model = load_model(args.model) if args.error_model is None else model
+        wanted: tuple[str, ...] = ("float32", "float16", "bfloat16") if args.explain_precision else ()
+        if args.error_model is not None and engine_storage(args.error_model) != "float32":
+            wanted = tuple(dict.fromkeys((*wanted, engine_storage(args.error_model))))
+        references = {s: matched_reference(model, ref.tokens, s) for s in wanted}
     rows, first = compare(ref.tensors, test.tensors, threshold)
     if not rows:
         raise ValueError("REF and TEST share no named tensor")
@@ -221,10 +238,21 @@ def layers(args: argparse.Namespace) -> int:
         for s in norm_weights({n: m.weight(n) for n in m.stored if n.endswith("norm.weight")}):
             print(f"norm weights {s['tensor']:<34} mean|w| {s['mean_abs']:.4g}  max|w| {s['max_abs']:.4g}  "
                   f"gain {s['gain']:.3g}")
+    verdict = None
     if args.error_model is not None:  # drift or bug, in words, with each layer's norm amplification
-        from properties.api import layers_verdict
+        from properties.api import engine_storage, layers_verdict_both
 
-        print("\n".join(layers_verdict(rows, engine, env, model).lines()))
+        verdict = layers_verdict_both(env, engine, model, test.tensors, references.get(engine_storage(engine)))
+        print("\n".join(verdict.lines()))
+    if args.explain_precision:
+        from properties.api import explain_precision
+
+        print(explain_precision(references, test.tensors).line())
+    if verdict is not None and verdict.by_matched:
+        op = verdict.first.rsplit("-", 1)[0] if "-" in verdict.first else verdict.first
+        print(f"logitcheck layers: first divergence at {verdict.first} ({OP_WHAT.get(op, op)}): within the float64 "
+              f"bound, past the matched {verdict.matched} reference's residual bound (×{verdict.ratio:.3g})")
+        return 1
     if first is None:
         print("logitcheck layers: no tensor beyond " + (f"relative error {args.threshold:g}" if args.error_model is None
                                                         else f"the {args.error_model} error model's bounds"))

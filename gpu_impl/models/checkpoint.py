@@ -1,7 +1,9 @@
 """A GGUF checkpoint as an engine loads it: a flat config plus device weights.
 
 Weights are decoded with gpu_impl.quants on the chosen backend (NumPy, or CuPy when ``xp`` is
-cupy) and kept in the engine's storage dtype: float32, or float16 for the half-precision
+cupy) and kept in the engine's storage dtype: float32, float16 for the half-precision engine, or
+bfloat16 for the bf16 engine (held as float32 arrays whose values are rounded to bfloat16, to the
+nearest, ties to even: CuPy has no bfloat16 type, and the ops compute in float32 anyway)
 engine. The q, k and v projections are fused into one ``attn_qkv`` matrix per layer (rows: q
 heads, then k, then v), the layout project_qkv takes; a Gemma 4 layer stored without ``attn_v``
 fuses its k rows twice (its values are its keys).
@@ -24,6 +26,26 @@ import numpy as np
 from gpu_impl.quants import dequantize
 
 REQUIRED = object()
+DTYPES = ("float32", "float16", "bfloat16")
+"""The engine's storage dtypes (every op computes in float32)."""
+
+
+def round_bf16(xp: Any, x: Any) -> Any:
+    """float32 ``x`` rounded to the nearest bfloat16 (ties to even), kept as float32: the high 16
+    bits of the float32 pattern after adding half of the dropped part (NaN kept NaN)."""
+    x = xp.asarray(x, dtype=xp.float32)
+    bits = x.view(xp.uint32)
+    rounded = (bits + (xp.uint32(0x7FFF) + ((bits >> 16) & xp.uint32(1)))) & xp.uint32(0xFFFF0000)
+    return xp.where(xp.isnan(x), x, rounded.view(xp.float32))
+
+
+def store(xp: Any, x: Any, dtype: str) -> Any:
+    """``x`` as the engine stores it in ``dtype``."""
+    if dtype == "float16":
+        return x.astype(xp.float16)
+    if dtype == "bfloat16":
+        return round_bf16(xp, x)
+    return x
 # config field -> (GGUF key below "<arch>.", default)
 KEYS: dict[str, tuple[str, Any]] = {
     "d_model": ("embedding_length", REQUIRED), "n_layers": ("block_count", REQUIRED),
@@ -206,13 +228,13 @@ def _config(meta: dict[str, Any], vocab_rows: int) -> Config:
 
 
 class Checkpoint:
-    """Config + weights on one backend in one storage dtype ("float32" or "float16")."""
+    """Config + weights on one backend in one storage dtype ("float32", "float16" or "bfloat16")."""
 
     def __init__(self, path: os.PathLike[str] | str, dtype: str = "float32", xp: Any = np) -> None:
         from gguf import GGUFReader
 
-        if dtype not in ("float32", "float16"):
-            raise ValueError(f"dtype must be 'float32' or 'float16', got {dtype!r}")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {', '.join(map(repr, DTYPES))}, got {dtype!r}")
         self.path, self.dtype, self.xp = os.fspath(path), dtype, xp
         try:
             r = GGUFReader(self.path)
@@ -251,5 +273,6 @@ class Checkpoint:
         qtype, shape, data = self.raw[name]
         w = dequantize(self.xp.asarray(data), qtype, shape)
         # rope_freqs is a frequency table, not a weight: its 1e30 (an unrotated pair) overflows fp16
-        half = self.dtype == "float16" and name != "rope_freqs.weight"
-        return w.astype(self.xp.float16) if half else w
+        if name == "rope_freqs.weight":
+            return w
+        return store(self.xp, w, self.dtype)

@@ -13,7 +13,7 @@ block after its MLP residual.
 returns float32 logits; positions continue from the cache. Every op output is kept under
 llama.cpp's graph name (``trace``) so that ``logitcheck layers`` can compare it with the
 oracle's or llama.cpp's. In the float16 engine every activation is stored in fp16 between ops
-(the ops compute in fp32); logits stay fp32.
+(the ops compute in fp32); in the bfloat16 engine, rounded to bfloat16; logits stay fp32.
 
 ``ops`` is looked up at call time, so a module with gpu_impl.ops's API (or a mutant of it)
 can be run through the same pass. ``where`` names the layer and op being computed, so an
@@ -25,7 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from gpu_impl.models.checkpoint import Checkpoint
+from gpu_impl.models.checkpoint import Checkpoint, store
 
 
 def _host(x: Any) -> np.ndarray:
@@ -49,7 +49,7 @@ class Decoder:
         self.where = ("", -1)
 
     def _store(self, x: Any) -> Any:
-        return x.astype(self.xp.float16) if self.ckpt.dtype == "float16" else x
+        return store(self.xp, x, self.ckpt.dtype)
 
     def _keep(self, name: str, layer: int, x: Any) -> Any:
         """Store in the engine's activation dtype, and remember it under its graph name."""

@@ -31,6 +31,13 @@ Engines
   to Q8_K (256-blocks, scale amax/127); GELU reads an fp16 table (input and output in fp16).
 - ``gpu_impl-float32``: fp32 compute, nothing converted.
 - ``gpu_impl-float16``: fp32 compute, weights and every stored activation in fp16.
+- ``gpu_impl-bfloat16``: fp32 compute, weights and every stored activation in bfloat16 (u = 2^-8:
+  8 significand bits, 16 times fp16's u). The same model as float16 with bfloat16's u: storing a
+  value rounds it by at most u·|x|, a weight likewise (exact for a BF16 file's own weights, so the
+  model over-covers those).
+
+Each engine states its storage precision (``Engine.storage``); the precision-matched reference
+(properties/models/matched.py) runs the oracle with exactly that rounding at every tensor.
 """
 from __future__ import annotations
 
@@ -77,13 +84,18 @@ class Engine:
     weight_u: float
     converts_inputs: bool
     gelu_table: bool
+    storage: str = "float32"
+    """The dtype the engine stores activations and weights in (its compute is float32)."""
 
 
 ENGINES = {
     "llama.cpp-cpu": Engine("llama.cpp-cpu", 0.0, 0.0, True, True),
     "gpu_impl-float32": Engine("gpu_impl-float32", 0.0, 0.0, False, False),
-    "gpu_impl-float16": Engine("gpu_impl-float16", U16, U16, False, False),
+    "gpu_impl-float16": Engine("gpu_impl-float16", U16, U16, False, False, "float16"),
+    "gpu_impl-bfloat16": Engine("gpu_impl-bfloat16", UBF16, UBF16, False, False, "bfloat16"),
 }
+UNIT_ROUNDOFF = {"float32": U32, "float16": U16, "bfloat16": UBF16}
+"""u of each storage dtype: half the spacing of its significands at 1 (2^-24, 2^-11, 2^-8)."""
 
 
 def _blocks(x: np.ndarray, block: int) -> np.ndarray:

@@ -14,6 +14,12 @@ past that tensor's bound there. So the verdict is one of
 Per layer it states the norm weights (max |w|, rms(w)) and the gain the error model measures
 through each norm: the envelope's relative error of the norm's output over that of its input.
 A gain well above 1 is the model amplifying rounding, which the bounds already carry.
+
+For an engine that stores in float16 or bfloat16 the verdict also reads the run against the
+precision-matched reference (properties/models/matched.py: the oracle with the engine's storage
+rounding at every tensor) under its residual bound, and a tensor is past its bound when it is past
+either: the float64 bound admits the propagated storage rounding, which a bug of the same size hides
+in; against the matched reference that rounding is no longer error (``judge_both``).
 """
 from __future__ import annotations
 
@@ -29,7 +35,8 @@ import numpy as np
 from fixtures import drift_model as drift_fixture, goldens
 from oracle.models import Model, load_model
 from oracle.models.layers import Row, compare, split_name
-from properties.models.error_model import Envelope, envelope
+from properties.models import matched as M
+from properties.models.error_model import ENGINES, Envelope, envelope
 
 # graph op of a norm's output -> (its weight below "blk.<i>.", the graph op of its input; "" for
 # the previous layer's residual stream)
@@ -84,6 +91,14 @@ class Verdict:
     closest: str
     """Where that largest ratio was (``first`` when structural)."""
     layers: tuple[LayerAmplification, ...] = ()
+    matched: str = ""
+    """The storage precision of the matched reference also read ("": none)."""
+    matched_closest: str = ""
+    matched_ratio: float = 0.0
+    """Against the matched reference: the tensor closest to (or first past) its residual bound, and
+    rel_err / bound there."""
+    by_matched: bool = False
+    """Structural by the matched reference's residual bound (the float64 bound holds there)."""
 
     @property
     def structural(self) -> bool:
@@ -91,9 +106,12 @@ class Verdict:
 
     def line(self) -> str:
         if self.structural:
-            return f"structural: first tensor past its bound: {self.first}, ×{_num(self.ratio)} its bound"
+            by = f" (the matched {self.matched} reference's residual bound)" if self.by_matched else ""
+            return f"structural: first tensor past its bound: {self.first}, ×{_num(self.ratio)} its bound{by}"
+        also = (f"; within the matched {self.matched} reference's residual at every tensor (closest: "
+                f"{self.matched_closest} at ×{_num(self.matched_ratio)})") if self.matched else ""
         return (f"within the {self.engine} error model of this engine at every tensor "
-                f"(closest: {self.closest} at ×{_num(self.ratio)} its bound)")
+                f"(closest: {self.closest} at ×{_num(self.ratio)} its bound){also}")
 
     def lines(self) -> list[str]:
         """The verdict, then one line per layer with norms: weights and the measured gain."""
@@ -160,6 +178,42 @@ def judge(rows: Sequence[Row], engine: str, norm_weights: Mapping[str, np.ndarra
     return Verdict(engine, None, _ratio(worst), worst.name, layers)
 
 
+def judge_both(rows: Sequence[Row], matched_rows: Sequence[Row], engine: str, storage: str,
+               norm_weights: Mapping[str, np.ndarray] | None = None,
+               envelope_tensors: Mapping[str, float] | None = None) -> Verdict:
+    """``judge`` with the matched reference's rows (``matched.rows``) as a second bound: the first
+    tensor in graph order past either is where the bug enters."""
+    if not rows:
+        raise ValueError("no tensor to judge")
+    layers = amplification(norm_weights, envelope_tensors) if norm_weights else ()
+    by_name = {r.name: r for r in matched_rows}
+    m_name, m_ratio = M.worst(matched_rows) if matched_rows else ("", 0.0)
+    for r in rows:
+        m = by_name.get(r.name)
+        if r.exceeds or (m is not None and m.exceeds):
+            by_m = not r.exceeds
+            return Verdict(engine, r.name, _ratio(m if by_m else r), r.name, layers, storage, m_name, m_ratio, by_m)
+    worst = max(rows, key=_ratio)
+    return Verdict(engine, None, _ratio(worst), worst.name, layers, storage, m_name, m_ratio)
+
+
+def verdict_of(env: Envelope, engine: str, model: Model, tensors: Mapping[str, np.ndarray],
+               matched_ref: "M.Matched | None" = None) -> Verdict:
+    """A run's named tensors against the oracle's (``env.exact``) under ``engine``'s bounds and,
+    for an engine that stores below float32, against ``matched_ref`` (the matched reference of its
+    storage precision) under its residual bounds."""
+    rows, _ = compare(env.exact.tensors, tensors, env.tensor_bounds())
+    if matched_ref is None:
+        return judge(rows, engine, model_norms(model), env.tensors)
+    return judge_both(rows, M.rows(matched_ref, tensors), engine, matched_ref.storage, model_norms(model), env.tensors)
+
+
+def needs_matched(engine: str) -> bool:
+    """The engines whose verdict also reads the matched reference: those storing below float32
+    (for float32 storage the float64 bound is already sized by float32 rounding alone)."""
+    return ENGINES[engine].storage != "float32"
+
+
 # ---- the drift fixture: a correct engine's drift on a model with Gemma-sized norm weights ----
 
 @functools.lru_cache(maxsize=None)
@@ -180,10 +234,17 @@ def drift_envelope(engine: str, arch: str = drift_fixture.ARCH) -> Envelope:
     return envelope(drift_model(arch), goldens.tokens(), engine)
 
 
-def judge_run(env: Envelope, engine: str, model: Model, tensors: Mapping[str, np.ndarray]) -> Verdict:
-    """A run's named tensors against the oracle's (``env.exact``) under ``engine``'s bounds."""
-    rows, _ = compare(env.exact.tensors, tensors, env.tensor_bounds())
-    return judge(rows, engine, model_norms(model), env.tensors)
+@functools.lru_cache(maxsize=None)
+def drift_matched(storage: str, arch: str = drift_fixture.ARCH) -> M.Matched:
+    """The ``storage``-matched reference of the drift model over the goldens' tokens."""
+    return M.matched(drift_model(arch), goldens.tokens(), storage)
+
+
+def judge_run(env: Envelope, engine: str, model: Model, tensors: Mapping[str, np.ndarray],
+              matched_ref: "M.Matched | None" = None) -> Verdict:
+    """A run's named tensors against the oracle's (``env.exact``) under ``engine``'s bounds (and
+    ``matched_ref``'s residual bounds where given: ``verdict_of``)."""
+    return verdict_of(env, engine, model, tensors, matched_ref)
 
 
 def model_norms(model: Model) -> dict[str, np.ndarray]:

@@ -211,6 +211,27 @@ def _freq_factors_ignored(orig: types.SimpleNamespace) -> dict[str, Callable]:
     return {"rope_args": rope_args}
 
 
+Q_SCALE_FACTOR = (64 / 48) ** 0.5
+"""A query scaled by 1/√48 where 1/√64 belongs (a head size taken from the wrong layer or config
+field): every attention score 15.5 % too large."""
+
+
+def _q_scale(factor: float) -> Swap:
+    """Every layer's attention scale multiplied by ``factor`` (gemma4's scale of 1 included)."""
+    def swap(orig: types.SimpleNamespace) -> dict[str, Callable]:
+        def attn_args(self, layer):
+            args = orig.attn_args(self, layer)
+            return args | {"scale": args["scale"] * factor}
+        return {"attn_args": attn_args}
+    return swap
+
+
+def q_scale_mutant(factor: float) -> PassMutant:
+    """The query-scale bug with any factor (the smallest flagged one is measured)."""
+    return PassMutant(f"q_scale_x{factor:.6g}", f"attention scores scaled by {factor:.6g}",
+                      lambda: _swapped(gm.Config, _q_scale(factor)))
+
+
 def _op_mutant(name: str) -> PassMutant:
     m = next(m for m in OP_MUTANTS if m.name == name)
     return PassMutant(m.name, m.description, lambda: installed(m))
@@ -233,6 +254,8 @@ PORT_MUTANTS: tuple[PassMutant, ...] = (
             _output_scale_missing),
     _wiring("rope_freq_factors_ignored", "rope_freqs ignored on the global layers (every pair rotated)",
             _freq_factors_ignored, lambda: gm.Config),
+    _wiring("q_scale_sqrt48", "queries scaled by 1/√48 instead of 1/√64 (scores ×1.155)", _q_scale(Q_SCALE_FACTOR),
+            lambda: gm.Config),
 )
 GEMMA4_ONLY = frozenset({"ple_at_block_end", "proj_transposed", "layer_output_scale_missing",
                          "rope_freq_factors_ignored"})
