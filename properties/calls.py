@@ -130,16 +130,26 @@ def functions_of(item: Any) -> frozenset[str] | None:
 
 def blamed(called: Iterable[str], record: str, message: str = "") -> tuple[str, ...]:
     """Of the functions a failed test calls, those its ``Failure`` names by its record (a top_p
-    failure in a test that also calls softmax is top_p's), else those its message names (a
-    chain's "step 3 top_p{...}: kept 1 token the oracle may not keep"); all of them when neither
-    names one."""
+    failure in a test that also calls softmax is top_p's), else the one its message's first line
+    names last (a chain's "chain [top_k{..}, top_p{..}]: step 2 top_p{..}: kept 1 token the
+    oracle may not keep" is top_p's); all of them when neither names one."""
     called = tuple(called)
     if record:
         name = _record_functions().get(record, record)
-        named = tuple(fn for fn in called if fn.rsplit(".", 1)[-1] in (record, name))
-    else:
-        named = tuple(fn for fn in called if re.search(rf"(?<![\w.]){re.escape(fn.rsplit('.', 1)[-1])}(?!\w)", message))
-    return named or called
+        return tuple(fn for fn in called if fn.rsplit(".", 1)[-1] in (record, name)) or called
+    at = last_mention(called, message)
+    return (at[0],) if at else called
+
+
+def last_mention(called: Iterable[str], message: str) -> tuple[str, int] | None:
+    """The function of ``called`` named last in the first line of ``message``, and where."""
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    best: tuple[str, int] | None = None
+    for fn in called:
+        for m in re.finditer(rf"(?<![\w.]){re.escape(fn.rsplit('.', 1)[-1])}(?!\w)", line):
+            if best is None or m.start() > best[1]:
+                best = (fn, m.start())
+    return best
 
 
 def resolve(requested: Iterable[str]) -> tuple[frozenset[str], list[str]]:

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from properties.calls import last_mention
 from properties.failure import property_of
 
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -50,7 +51,9 @@ def cause(row: Row) -> tuple[str, ...]:
     if f.get("property"):
         return (who, property_of(f["property"]), f.get("category", ""))
     first = (row.crash or "").strip().splitlines()[0] if (row.crash or "").strip() else ""
-    return (who, NUMBER.sub("#", first)[:160] or _test_name(row.nodeid), "")
+    at = last_mention(row.blamed, first) if len(row.blamed) == 1 else None
+    divergence = first[at[1]:] if at else first  # from the stage that diverged: "top_p{..}: kept ..."
+    return (who, NUMBER.sub("#", divergence)[:160] or _test_name(row.nodeid), "")
 
 
 @dataclass

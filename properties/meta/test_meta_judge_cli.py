@@ -58,16 +58,18 @@ def test_plain_failures_group_by_the_function_named_and_the_message_without_numb
         return Row(nodeid, "failed", "samplers", called, crash=msg, blamed=calls.blamed(called, "", msg))
 
     step = "AssertionError: chain [top_p{{'p': {p}}}]: step 1 top_p{{'p': {p}}}: kept 1 token(s) the oracle may not keep"
+    split = "AssertionError: split 2: step 2 top_p{'p': 0.0}: kept 1 token(s) the oracle may not keep (of top_k, min_p)"
     rows = [row("m.py::test_chain", ("top_k", "top_p", "min_p"), step.format(p=0.5)),
             row("m.py::test_filter[top_p]", ("top_p",), step.format(p=0.9)),
+            row("s.py::test_split[default]", ("top_k", "top_p", "min_p"), split.replace(" (of top_k, min_p)", "")),
             row("c.py::test_a", ("engines.llama_cpp_chain",), "AssertionError: kept 3 tokens"),
             row("c.py::test_b", ("engines.llama_cpp_chain",), "AssertionError: kept 17 tokens"),
             row("c.py::test_c", ("engines.llama_cpp_chain",), "ValueError: bad shape")]
     gs = verdict.groups(rows)
-    assert [(g.key[0], len(g.rows)) for g in gs] == [("engines.llama_cpp_chain", 2), ("top_p", 2),
+    assert [(g.key[0], len(g.rows)) for g in gs] == [("top_p", 3), ("engines.llama_cpp_chain", 2),
                                                      ("engines.llama_cpp_chain", 1)]
     fns = verdict.per_function(rows)
-    assert (fns["top_p"].failed, fns["top_k"].failed, fns["min_p"].failed) == (2, 0, 0)
+    assert (fns["top_p"].failed, fns["top_k"].failed, fns["min_p"].failed) == (3, 0, 0)
 
 
 def test_a_failure_counts_against_the_function_its_record_names():
