@@ -30,7 +30,7 @@ _WHY = adapter.available()
 if _WHY is not None:
     pytest.skip(_WHY, allow_module_level=True)
 
-from properties.peers.mlx.legality import judge  # noqa: E402
+from properties.peers.mlx.legality import judge, outside  # noqa: E402
 from properties.stats import ALPHA_PER_TEST, gof_samples  # noqa: E402
 
 pytestmark = pytest.mark.peer
@@ -77,6 +77,25 @@ def test_mlx_chain_is_its_variant(data):
     s = data.draw(mlx_settings(row.size), label="settings")
     _judged(row, s, "make_sampler chain")
     recording.note("peer:mlx", "chain≡variant", "float32")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@settings(max_examples=max(10, settings.default.max_examples // 2))
+@given(data=st.data())
+def test_mlx_half_precision_survivors(dtype, data):
+    """MLX's half-precision path (logits, penalties and log-softmax in the dtype; top_p's
+    probabilities in float32): the kept set inside the variant's bracket at the dtype's allowance,
+    per class of scores the dtype cannot tell apart."""
+    import ml_dtypes
+
+    np_dtype = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    row = data.draw(rows(), label="row").astype(np_dtype).astype(np.float32)  # representable in the dtype
+    s = data.draw(mlx_settings(row.size), label="settings")
+    real = adapter.chain(row, s, dtype=dtype)
+    bad = outside(row.astype(np.float64), s, real, dtype)
+    assert not bad, (f"{dtype}: kept counts per class (variant fewer, MLX, variant more) outside the bracket: {bad}\n"
+                     f"row {row.tolist()}\n{s}\nMLX keeps {np.flatnonzero(np.isfinite(real)).tolist()}")
+    recording.note("peer:mlx", "half-precision survivors", dtype)
 
 
 @pytest.mark.parametrize("name", [n for n, s in SETTINGS.items() if not not_expressible(("llama.cpp", "mlx"), s)])
