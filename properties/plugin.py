@@ -356,7 +356,8 @@ def _verdict_row(report: pytest.TestReport, row: dict) -> verdict.Row:
     return verdict.Row(report.nodeid, "failed" if report.failed else report.outcome, area_of(report.nodeid),
                        called, "NOT COVERED" in str(row.get("reason", "")), failure,
                        crash.message if crash else "",
-                       calls.blamed(called, str(failure.get("record", "")), crash.message if crash else ""))
+                       calls.blamed(called, str(failure.get("record", "")), crash.message if crash else ""),
+                       bool(row.get("judged")))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
@@ -367,7 +368,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
         for text in judged_summary(config.getoption("--impl")):
             terminalreporter.write_line(text)
         terminalreporter.write_line("per function:")
-        for text in verdict.function_lines([r for r in _ROWS if r.area in _JUDGED], everything,
+        for text in verdict.function_lines([r for r in _ROWS if r.judged], everything,
                                            _FUNCTIONS.get("chosen")):
             terminalreporter.write_line(text)
         if _FUNCTIONS.get("silent"):

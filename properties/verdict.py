@@ -39,6 +39,8 @@ class Row:
     """The exception's one-line message (pytest's crash line), for a failure with no fields."""
     blamed: tuple[str, ...] = ()
     """Of ``calls``, the functions a failure is counted against (``properties.calls.blamed``)."""
+    judged: bool = True
+    """The test takes the implementation (the per-function verdict counts only these)."""
 
 
 def _test_name(nodeid: str) -> str:

@@ -1,8 +1,10 @@
 """``logitcheck judge`` and ``logitcheck signatures``: an engine author's path.
 
 ``judge --impl X`` runs exactly the tests that take the implementation (``--judged-only``),
-optionally only some areas, and ends with "N tests judged X: P passed, F failed, C NOT COVERED"
-per area; X is a Python module with gpu_impl's API or ``exec:CMD`` (docs/protocol.md).
+optionally only some areas, prints a line per area as it finishes, and ends with "N tests judged
+X: P passed, F failed, C NOT COVERED" per area, a verdict per function and the failures grouped
+by cause (``properties/verdict.py``); X is a Python module with gpu_impl's API or ``exec:CMD``
+(docs/protocol.md).
 ``--function NAME`` (repeatable) narrows the run to the tests that call those functions (read from
 the tests' own parameters and ``calls`` markers: ``properties/calls.py``). ``signatures`` prints
 every function of the judged API with its arguments, read from the code. ``rerun NODEID`` reruns
