@@ -232,6 +232,17 @@ def q_scale_mutant(factor: float) -> PassMutant:
                       lambda: _swapped(gm.Config, _q_scale(factor)))
 
 
+def embed_scale_mutant(factor: float) -> PassMutant:
+    """The embedding scale sqrt(n_embd) multiplied by ``factor`` (a wrong hidden size, a rounded
+    constant): enters at ``inp_scaled``."""
+    def swap(orig: types.SimpleNamespace) -> dict[str, Callable]:
+        def compute(dec, name, il, fn, args, kw):
+            return fn(*args, **(kw | {"scale": kw["scale"] * factor})) if name == "inp_scaled" else None
+        return _intercept(orig, compute)
+    return PassMutant(f"embed_scale_x{factor:.6g}", f"embedding scale multiplied by {factor:.6g}",
+                      lambda: _swapped(gm.Decoder, swap))
+
+
 def _op_mutant(name: str) -> PassMutant:
     m = next(m for m in OP_MUTANTS if m.name == name)
     return PassMutant(m.name, m.description, lambda: installed(m))

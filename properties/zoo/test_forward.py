@@ -267,3 +267,20 @@ def test_a_bug_is_consistent_with_no_precision():
     m = next(p for p in PORT_MUTANTS if p.name == "q_scale_sqrt48")
     e = M.explain({s: V.drift_matched(s) for s in M.STORAGE}, run_pass(m, V.drift_path(), "bfloat16"))
     assert not e.consistent and "inconsistent with any storage precision" in e.line(), e.line()
+
+
+GELU_FIXTURES = [(a, w) for a, w in runs.MODELS if a.startswith("gemma")]
+
+
+@pytest.mark.parametrize("arch, wtype", GELU_FIXTURES, ids=lambda v: str(v))
+def test_exact_gelu_is_located_at_its_entry_tensor(arch, wtype):
+    """Exact-erf GELU for tanh, in the float32 engine, is located at ffn_geglu-0 on every tiny Gemma
+    fixture (the layout variants included): the first parity round saw it two tensors late
+    (ffn_post_norm-0) on an outside fixture. Measured here 2026-11-27: ×3.1 (gemma3n) to ×6.7
+    (gemma4_kv_heads) its bound at ffn_geglu-0; with the gemma3 fixture's gate weights ×0.2 still
+    ×1.2 there, and its ratio falls along ffn_out-0 (×0.75) and ffn_post_norm-0 (×0.55): on these
+    models the change is largest where it enters."""
+    m = next(p for p in PORT_MUTANTS if p.name == "gelu_exact_for_tanh")
+    env = runs.env(arch, wtype, "gpu_impl-float32")
+    v = V.judge_run(env, "gpu_impl-float32", runs.model(arch, wtype), run_pass(m, runs.path(arch, wtype)))
+    assert v.first == "ffn_geglu-0", v.line()
