@@ -15,8 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from properties.engines.chains_whole import STAGES, ChainParams, canonical_row, stage_row
-from properties.ties import logit_classes
+from properties.engines.chains_whole import STAGES, ChainParams, canonical_row, post_penalty_ties, stage_row
 
 WINDOW = 1000  # the windowed normaliser's width, as engines that "only need the top 1,000" use
 
@@ -122,7 +121,7 @@ CORRECT = _in_order(STAGES)
 
 def explaining(out: np.ndarray, row64: np.ndarray, cp: ChainParams) -> list[str]:
     """The mistakes whose chain keeps exactly the engine's tokens (modulo ties), in search order."""
-    kept = np.isfinite(canonical_row(np.asarray(out), logit_classes(_stage("penalties", row64, cp))))
+    kept = np.isfinite(canonical_row(np.asarray(out), post_penalty_ties(_stage("penalties", row64, cp))))
     found = []
     for mk in MISTAKES:
         if np.array_equal(np.isfinite(mk.run(row64, cp)), kept):

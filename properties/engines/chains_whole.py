@@ -12,14 +12,17 @@ stage: for a token kept, the first stage that drops it in every legal variant; f
 dropped that every stage keeps, the last stage that cuts on this row (whose cut the engine's
 disagrees with: its threshold, or the row handed to it, differs).
 
-Ties travel between stages: tokens with equal post-penalty logits are interchangeable in every
-later stage (top_k, top_p, min_p and temperature decide on values; only their tie-break looks at
-ids), so the engine's row is judged after a canonical relabelling (``properties.ties``): within
-each class of equal post-penalty logits, the tokens it kept are moved, values and all, to the
-class's lowest ids, the ids the oracle's own tie-break keeps. The stage paths then need carry
-only the lowest-id choice, and the count kept per class is still judged: a stage keeping one tied
-token too many lands on an id no legal path keeps. Without it, a top_p that legally kept the 7th
-of 8 tokens from another tied id was blamed on min_p (a no-op at m = 0) on the nightly.
+Ties travel between stages: tokens whose post-penalty logits are equal in float32 (the
+correctly rounded values a float32 engine holds; ``properties.ties.logit_classes`` of them) are
+interchangeable in every later stage (top_k, top_p, min_p and temperature decide on values; only
+their tie-break looks at ids), so the engine's row is judged after a canonical relabelling:
+within each such class, the tokens it kept are moved, values and all, to the tokens the oracle's
+own order prefers (larger float64 value, then lower id: for equal float64 values, the lowest
+ids). The stage paths then need carry only the oracle's choice, and the count kept per class is
+still judged: a stage keeping one tied token too many lands on a token no legal path keeps.
+Without it, a top_p that legally kept the 7th of 8 tokens from another tied id was blamed on
+min_p (a no-op at m = 0) on the nightly; and real llama.cpp, whose float32 penalties round two
+distinct float64 results (2l - 0.5 for logits one ulp apart) to one value, kept the "wrong" one.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ import numpy as np
 
 from properties.numerics import F32_TINY, U32
 from properties.samplers.records import RECORDS_BY_NAME
-from properties.ties import NO_CLASS, canonical, logit_classes
+from properties.ties import NO_CLASS, logit_classes
 
 STAGES = ("penalties", "top_k", "top_p", "min_p", "temp")
 MAX_PATHS = 12  # distinct legal rows carried from one stage to the next
@@ -61,8 +64,7 @@ class Composed:
     final: np.ndarray
     """The oracle's final row along the exact path (float64, -inf dropped)."""
     pen_bound_u: np.ndarray
-    classes: np.ndarray
-    """Tie classes of the oracle's post-penalty row (``properties.ties.logit_classes``)."""
+    ties: "PostPenaltyTies"
 
 
 def stage_row(name: str, x: np.ndarray, params: dict) -> np.ndarray:
@@ -73,7 +75,7 @@ def stage_row(name: str, x: np.ndarray, params: dict) -> np.ndarray:
 def compose(row64: np.ndarray, cp: ChainParams) -> Composed:
     """Must/may survivor sets after each stage, over every legal path through the chain."""
     paths, musts, mays = [row64], [], []
-    pen_bound, classes = np.zeros(row64.size), logit_classes(row64)
+    pen_bound, ties = np.zeros(row64.size), post_penalty_ties(row64)
     for name in STAGES:
         rec, params = RECORDS_BY_NAME[name], cp.stage(name)
         outs, must, may = [], np.ones(row64.size, bool), np.zeros(row64.size, bool)
@@ -87,7 +89,7 @@ def compose(row64: np.ndarray, cp: ChainParams) -> Composed:
             else:
                 y = rec.run_oracle(x, params, truncated=True).dense_logits(row64.size)
                 if name == "penalties" and i == 0:
-                    pen_bound, classes = rec.transform_bound_u(x, params), logit_classes(y)
+                    pen_bound, ties = rec.transform_bound_u(x, params), post_penalty_ties(y)
                 kept = np.isfinite(y)
                 must, may = must & kept, may | kept
                 outs.append(y)
@@ -101,22 +103,43 @@ def compose(row64: np.ndarray, cp: ChainParams) -> Composed:
         # a tied token the stage's bracket allows but no path keeps: with the engine's row
         # relabelled, the stage that kept one tied token too many is the one named
         mays.append(may & np.logical_or.reduce([np.isfinite(y) for y in outs]))
-    return Composed(musts, mays, paths[0], pen_bound, classes)
+    return Composed(musts, mays, paths[0], pen_bound, ties)
 
 
-def canonical_row(out: np.ndarray, classes: np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class PostPenaltyTies:
+    classes: np.ndarray
+    """Tie classes of the post-penalty row in float32 (``NO_CLASS``: no candidate)."""
+    rank: np.ndarray
+    """Each token's place in the oracle's order of the float64 post-penalty row (larger value
+    first, then lower id): within a class, the oracle keeps the best-placed tokens."""
+
+
+def post_penalty_ties(y64: np.ndarray) -> PostPenaltyTies:
+    order = np.argsort(-y64, kind="stable")
+    rank = np.empty(y64.size, dtype=np.int64)
+    rank[order] = np.arange(y64.size)
+    return PostPenaltyTies(logit_classes(y64.astype(np.float32)), rank)
+
+
+def canonical_row(out: np.ndarray, ties: PostPenaltyTies) -> np.ndarray:
     """``out`` with, in every tie class, its finite entries moved (in id order) to the class's
-    lowest ids: the engine's row as it would be had it broken ties as the oracle does."""
-    kept = np.isfinite(out)
-    dest = canonical(kept, classes)
-    moved = np.unique(classes[kept != dest])  # only classes partly kept off their lowest ids
+    best-placed tokens: the engine's row as it would be had it broken ties as the oracle does."""
+    kept, classes = np.isfinite(out), ties.classes
+    live = np.flatnonzero(classes != NO_CLASS)
+    by = live[np.lexsort((ties.rank[live], classes[live]))]  # by class, best-placed first
+    c = classes[by]
+    place = np.arange(by.size) - np.searchsorted(c, c, side="left")
+    want = np.bincount(c, weights=kept[by], minlength=int(c.max(initial=-1)) + 1).astype(np.int64)
+    dest = kept & (classes == NO_CLASS)
+    dest[by[place < want[c]]] = True
+    moved = np.unique(classes[kept != dest])  # only classes kept off their best-placed tokens
     res = out.copy()
-    for c in moved[moved != NO_CLASS]:
-        members = classes == c
-        src, to = np.flatnonzero(kept & members), np.flatnonzero(dest & members)
-        vals = out[src]
+    for k in moved[moved != NO_CLASS]:
+        members = classes == k
+        vals = out[np.flatnonzero(kept & members)]
         res[members] = -np.inf
-        res[to] = vals
+        res[np.flatnonzero(dest & members)] = vals
     return res
 
 
@@ -125,7 +148,7 @@ def violation(out: np.ndarray, row64: np.ndarray, cp: ChainParams) -> str | None
     if np.isnan(out).any() or np.isposinf(out).any():
         return f"the chain's output holds NaN or +inf at ids {np.flatnonzero(np.isnan(out) | np.isposinf(out))[:6].tolist()}"
     c = compose(row64, cp)
-    out = canonical_row(out, c.classes)  # ids below are modulo ties: see the module docstring
+    out = canonical_row(out, c.ties)  # ids below are modulo ties: see the module docstring
     kept = np.isfinite(out)
     for i, name in enumerate(STAGES):
         extra = np.flatnonzero(kept & ~c.may[i])

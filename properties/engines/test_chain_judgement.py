@@ -8,12 +8,15 @@ choice, and an engine that kept another tied id was blamed on min_p, a no-op at 
 """
 from __future__ import annotations
 
+import gpu_impl
+import gpu_impl.engines
 import numpy as np
 from hypothesis import given, strategies as st
 
 from properties.engines.attribution import CORRECT, MOVES, explaining
-from properties.engines.chain_cases import NONE, interacting_chain_cases
+from properties.engines.chain_cases import NONE, ChainCase, chain_args, interacting_chain_cases
 from properties.engines.chains_whole import ChainParams, stage_row, violation
+from properties.samplers.strategies import Case
 from properties.ties import logit_classes, relabel
 
 PLATEAU = np.array([3.0, 2.5, 2.0, 1.5, 1.0, 1.0, 1.0, 1.0])  # masses 0.37 .. 0.95 .. 1: top_p 0.95 keeps 7
@@ -38,6 +41,21 @@ def test_one_tied_token_too_many_is_blamed_on_top_p():
 
 def test_one_tied_token_too_few_fails():
     assert violation(_dropping(6, 7), PLATEAU, PLATEAU_CHAIN) is not None
+
+
+def test_a_tie_made_by_float32_penalties_is_a_tie():
+    """Real llama.cpp's chain on a near_ties row: 2l - 0.5 for logits one ulp apart (tokens 2
+    and 4) are distinct in float64 and one value in float32, so top_p may keep either; llama.cpp
+    keeps 4, gpu_impl keeps 2, and both pass."""
+    cc = ChainCase(Case("near_ties", 8, "float32", (2892,)),
+                   ChainParams(np.array([6, 4, 2, 1]), 64, 2.0, 0.0, 0.5, 8, 0.8152835965156555, 0.0, 0.25))
+    row64 = cc.row.astype(np.float64)
+    ours = np.asarray(gpu_impl.engines.llama_cpp_chain(*chain_args(cc)))[0]
+    assert np.isfinite(ours[2]) and not np.isfinite(ours[4])
+    theirs = ours.copy()
+    theirs[[2, 4]] = ours[[4, 2]]
+    assert violation(ours, row64, cc.chain) is None
+    assert violation(theirs, row64, cc.chain) is None
 
 
 @given(cc=interacting_chain_cases(), perm_seed=st.integers(0, 2**16))
