@@ -81,7 +81,8 @@ class Engine:
     def close(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def request(self, s: Settings, max_tokens: int = 1, n: int = 1, logprobs: bool = False):
+    def request(self, s: Settings, max_tokens: int = 1, n: int = 1, logprobs: bool = False,
+                bias: dict[int, float] | None = None):
         m = self.m
         if s.output:
             raise ValueError("an output history is what a request generates: pass it as steps, not settings")
@@ -93,22 +94,23 @@ class Engine:
             frequency_penalty=float(s.frequency_penalty) or None).items() if v is not None}
         req = m.ChatCompletionRequest(messages=injection.prompt(s.prompt or (injection.SPECIAL,)), model="x",
                                       max_tokens=max_tokens, n_choices=n, ignore_eos=True, logprobs=logprobs,
-                                      top_logprobs=self.row.size if logprobs else None, **kw)
+                                      top_logprobs=self.row.size if logprobs else None, logit_bias=bias, **kw)
         return self.runner.send_chat_completion_request(req)
 
-    def steps(self, s: Settings, max_tokens: int) -> list[Step]:
+    def steps(self, s: Settings, max_tokens: int, bias: dict[int, float] | None = None) -> list[Step]:
         """One sequence of ``max_tokens`` steps with every step's logprobs."""
-        res = self.request(s, max_tokens, 1, logprobs=True)
+        res = self.request(s, max_tokens, 1, logprobs=True, bias=bias)
         return [Step(injection.token_id(c.token), float(c.logprob), {int(t.token): float(t.logprob)
                                                                      for t in c.top_logprobs})
                 for c in res.choices[0].logprobs.content]
 
-    def draws(self, s: Settings, n: int, per_request: int = 5000) -> np.ndarray:
-        """n first tokens (one step each, ``n_choices`` sequences per request)."""
+    def draws(self, s: Settings, n: int, per_request: int = 500, bias: dict[int, float] | None = None) -> np.ndarray:
+        """n first tokens (one step each, ``n_choices`` sequences per request; 500 a request: the
+        cost grows faster than linearly beyond)."""
         out: list[int] = []
         while len(out) < n:
             k = min(per_request, n - len(out))
-            res = self.request(s, 1, k)
+            res = self.request(s, 1, k, bias=bias)
             out += [injection.token_id(c.message.content) for c in res.choices]
         return np.asarray(out, dtype=np.int64)
 

@@ -110,7 +110,7 @@ def _bracket(x: np.ndarray, s: Settings) -> tuple[np.ndarray, np.ndarray]:
     """(must, may): the variant's kept sets at top_p / min_p moved by the float32 windows towards
     keeping fewer and more (top_p: the mass allowance of the row; min_p: the ratio's 8 u · ln)."""
     n = x.size
-    dp = mass_allowance(n, n) + 4 * U32 * float(np.abs(x).max()) / float(s.temperature)
+    dp = mass_allowance(n, n) + 4 * U32 * float(np.abs(x[np.isfinite(x)]).max()) / float(s.temperature)
     em = math.exp(U32 * (abs(math.log(s.min_p)) + 8)) if s.min_p > 0 else 1.0
 
     def kept(p, m):
@@ -158,6 +158,43 @@ def test_survivors_and_law_of_the_draw(s):
         res = gof_counts(np.bincount(cls[got], minlength=cls.max() + 1), np.bincount(cls, weights=law))
         assert res.passed, res.describe()
     recording.note("peer:mistral.rs", "survivors and law", "float32")
+
+
+@settings(max_examples=max(6, settings.default.max_examples // 4), deadline=None)
+@given(row=rows(), data=st.data())
+def test_truncation_equals_masking(row, data):
+    """Tokens masked with a logit bias of -inf are no candidates: their logprob is -inf, the
+    others' is the variant's on the row with those entries -inf (the row without them), and no
+    draw (1,000) is a masked token or beyond the variant's bracket on that row (per tie class)."""
+    n = row.size
+    masked = data.draw(st.sets(st.integers(FIRST, n - 1), max_size=max(0, n - FIRST - 1)), label="masked")
+    s = Settings(temperature=data.draw(st.sampled_from([1.0, 0.7]), label="t"),
+                 top_k=data.draw(st.sampled_from([0, 1, 3]), label="top_k"),
+                 top_p=data.draw(st.sampled_from([1.0, 0.8]), label="top_p"),
+                 min_p=data.draw(st.sampled_from([0.0, 0.1]), label="min_p"), prompt=(n - 1,))
+    x = row.astype(np.float32).astype(np.float64)
+    xm = x.copy()
+    xm[list(masked)] = -np.inf
+    bias = {int(i): float("-inf") for i in masked}
+    with adapter.engine(row) as e:
+        step = e.steps(s, 1, bias=bias)[0]
+        got = e.draws(s, 1000, bias=bias)
+    y = o_mrs.penalised(xm, s) / float(s.temperature)
+    fin = np.isfinite(y)
+    want = np.where(fin, y - y[fin].max() - math.log(np.exp(y[fin] - y[fin].max()).sum()), -np.inf)
+    lp = np.array([step.top.get(t, -np.inf) for t in range(n)])
+    assert np.isneginf(lp[list(masked)]).all(), f"a masked token has a finite logprob: {lp[list(masked)]}"
+    live = want > -80
+    tol = _lp_allowance(np.where(fin, y, -np.inf), _penalty_err(np.where(fin, x, 0.0), s))
+    assert (np.abs(lp[live] - want[live]) <= tol[live]).all(), f"logprobs {lp[live]} vs {want[live]}"
+    _, may = _bracket(xm, s)
+    drawn = np.bincount(got, minlength=n) > 0
+    assert not drawn[list(masked)].any(), f"drew a masked token: {np.flatnonzero(drawn)}"
+    for value in np.unique(y[fin]):  # per tie class: which tied tokens top_k keeps is unspecified
+        cls = y == value
+        assert drawn[cls].sum() <= may[cls].sum(), (f"drew {np.flatnonzero(drawn & cls).tolist()}, the variant keeps "
+                                                     f"{np.flatnonzero(may & cls).tolist()} of that tie class")
+    recording.note("peer:mistral.rs", "truncation≡masking", "float32")
 
 
 def test_penalties_count_generated_tokens_in_their_own_order():
