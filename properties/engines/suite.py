@@ -7,12 +7,15 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from hypothesis import strategies as st
 
 from properties.engines import seeds
 from properties.engines.engine_chains import CHAINS, chain_cases, chain_corners, check_chain
 from properties.engines.records import ENGINE_RECORDS, engines_impl
 from properties.property import Property
+from properties.samplers.checks import judge_softmax
+from properties.samplers.strategies import Case, cases
 from properties.samplers.suite import EXACT_BOUNDARY, IMPL_VS_ORACLE, MIN_KEEP, MONOTONE, NOOP
 from properties.speculative import PROPERTIES as SPECULATIVE
 
@@ -38,6 +41,21 @@ def _batch_independence(sub: Any, case: seeds.SeedCase) -> None:
         raise Failure(why, property="per-request seeds", record=seeds.FN, case=case)
 
 
+SOFTMAX_CASES = cases(dtypes=("float32", "float16", "bfloat16"), max_vocab=4096)
+
+
+def check_engine_softmax(impl: Any, case: Case) -> None:
+    """``engines.softmax`` within the numerics model of a float32 softmax
+    (``measure.check_softmax`` under the active contract), exactly 0 at -inf."""
+    from properties.failure import Failure
+
+    p = np.asarray(engines_impl(impl)("softmax", case.logits))
+    for b in range(case.batch):
+        rep, why = judge_softmax(p[b], case.row64(b))
+        if why:
+            raise Failure(why, property="engines softmax", record="engines.softmax", case=case, row=b, report=rep)
+
+
 def properties() -> list[Property]:
     """Every engine property: the per-record ones, seeds, speculative; then those added with
     coverage by argument (exact boundaries, chains whole, the law over seeds, streams, q = 0 drafts)."""
@@ -51,6 +69,8 @@ def properties() -> list[Property]:
     out += [EXACT_BOUNDARY.at((r, "float32"), name=f"{EXACT_BOUNDARY.name}/{r.name}")
             for r in ENGINE_RECORDS if r.kind == "filter" and r.boundary is not None]
     out += [_chain_property(c) for c in CHAINS]
+    out.append(Property("engines softmax", lambda point, **kw: SOFTMAX_CASES,
+                        lambda impl, point, case: check_engine_softmax(impl, case), frozenset({"softmax"})))
     out += [_seed_property(f"law over seeds/{r[0]}", st.just(r), seeds.check_law_over_seeds, 1) for r in seeds.LAW_ROWS]
     out.append(_seed_property("stream advances", st.just(None), seeds.check_stream_advances, 1))
     out += [p for p in SPECULATIVE if p.name in NEW_SPECULATIVE]

@@ -12,6 +12,7 @@ from oracle.engines import candle as o_candle
 from properties import recording
 from properties.engines.engine_chains import CHAINS, chain_cases, chain_corners, check_chain
 from properties.engines.records import ENGINE_RECORDS
+from properties.engines.suite import SOFTMAX_CASES, check_engine_softmax
 from properties.numerics import U64
 from properties.plugin import covered
 from properties.samplers.suite import EXACT_BOUNDARY, IMPL_VS_ORACLE, MIN_KEEP, MONOTONE, NOOP, params_for, run
@@ -67,6 +68,14 @@ def test_engine_chain_survivors_match_the_oracle_chain(impl, chain, data):
             check_chain(impl, chain, corner)
         check_chain(impl, chain, case)
     recording.note(chain.name, "chain survivors", "float32")
+
+
+@given(case=SOFTMAX_CASES)
+def test_engine_softmax_matches_the_numerics_model(impl, case):
+    """``engines.softmax`` (what an engine module's own filters and logprobs normalise with) within
+    the numerics model of a float32 softmax (``suite.check_engine_softmax``)."""
+    with covered():
+        check_engine_softmax(impl, case)
 
 
 def grid_logits(max_vocab: int = 48, neg_inf: bool = True) -> st.SearchStrategy[np.ndarray]:

@@ -173,6 +173,17 @@ def vllm_chain_penalties_after_temperature(e: ModuleType) -> Callable[..., Any]:
     return vllm_chain
 
 
+def engines_softmax_top_1000(e: ModuleType) -> Callable[..., Any]:
+    """The engine module's softmax normalised by the sum over the 1,000 largest terms only."""
+    def softmax(logits):
+        x = _host(logits).astype(np.float32)
+        with np.errstate(invalid="ignore", over="ignore"):
+            z = np.exp(x - x.max(axis=1, keepdims=True), dtype=np.float32)
+        top = -np.sort(-z, axis=1)[:, :1000]
+        return z / top.sum(axis=1, keepdims=True, dtype=np.float32)
+    return softmax
+
+
 # --- seeds and drafts ----------------------------------------------------------------------
 
 def seeded_race_uniform_noise(e: ModuleType) -> Callable[..., Any]:
@@ -234,6 +245,8 @@ BUGS = (
               "engines.vllm_chain", vllm_chain_min_p_last),
     EngineBug("vllm_chain_penalties_after_temperature", "vLLM's chain penalises l / t",
               "engines.vllm_chain", vllm_chain_penalties_after_temperature),
+    EngineBug("engines_softmax_top_1000", "the engine module's softmax sums the 1,000 largest terms only",
+              "engines.softmax", engines_softmax_top_1000),
     EngineBug("seeded_race_uniform_noise", "the seeded race divides by u, not by an Exp(1) draw",
               "engines.vllm_sample_seeded", seeded_race_uniform_noise),
     EngineBug("seeded_stream_ignores_step", "a seed's stream restarts at every decode step",
