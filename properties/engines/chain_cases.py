@@ -34,6 +34,7 @@ from typing import Any, Callable
 import numpy as np
 from hypothesis import example, settings, strategies as st
 
+from properties.engines.attribution import CORRECT, TARGETS, WINDOWED, explain
 from properties.engines.chains_whole import ChainParams, stage_row, violation
 from properties.samplers.strategies import Case, cases
 
@@ -47,6 +48,8 @@ def drawn_budget() -> int:
     of fewer than 10 examples (smoke: does the test judge at all?) keeps its own count."""
     n = settings.default.max_examples
     return n if n < 10 else max(200, 2 * n)
+
+
 _WINDOW_VOCABS = (2048, 4096, 4097)
 _VOCABS = (8, 17, 33, 64, 100, 257, 1000)
 _FAMILIES = ("zipf", "peaked", "flat", "plateaus", "near_ties", "neg_inf")
@@ -103,8 +106,6 @@ def interacting_chain_cases(draw: st.DrawFn, tries: int = 12) -> ChainCase:
     adjacent swap, temperature first, a hand-off) keeps other tokens than the correct chain:
     each stage's parameter is drawn from the row the correct chain hands it (module docstring),
     up to ``tries`` times until the float64 chains differ."""
-    from properties.engines.attribution import CORRECT, TARGETS, WINDOWED
-
     # the windowed normaliser twice as often: only its cases (over 1,000 tokens, top_k off) show it
     target = draw(st.sampled_from(TARGETS + (WINDOWED,)), label="mistake aimed at")
     window = target is WINDOWED
@@ -219,8 +220,6 @@ def chain_args(cc: ChainCase) -> tuple:
 def judge(chain: Callable[..., Any], cc: ChainCase) -> str | None:
     """Why ``chain`` (``llama_cpp_chain``'s signature) is wrong on ``cc``, or None; a wrong row is
     attributed to the stage order or hand-off mistake that explains it, where one does."""
-    from properties.engines.attribution import explain
-
     out = np.asarray(chain(*chain_args(cc)))[0]
     row64 = cc.row.astype(np.float64)
     why = violation(out, row64, cc.chain)
