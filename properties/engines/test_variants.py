@@ -70,6 +70,7 @@ def test_engine_chain_survivors_match_the_oracle_chain(impl, chain, data):
     recording.note(chain.name, "chain survivors", "float32")
 
 
+@pytest.mark.calls("engines.softmax")  # what --function selects it by (properties/calls.py)
 @given(case=SOFTMAX_CASES)
 def test_engine_softmax_matches_the_numerics_model(impl, case):
     """``engines.softmax`` (what an engine module's own filters and logprobs normalise with) within
