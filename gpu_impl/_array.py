@@ -11,6 +11,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from gpu_impl._deferred import check
+
 NEG_INF = np.float32(-np.inf)
 
 # NumPy warns on exp(-inf - -inf), log(0) and 0 * inf; every such case is masked afterwards.
@@ -90,45 +92,51 @@ def as_logits(logits: Any, name: str = "logits") -> tuple[ModuleType, Any, Any]:
     if x.shape[0] < 1 or x.shape[1] < 1:
         raise ValueError(f"{name} must have batch >= 1 and vocab >= 1, got shape {tuple(x.shape)}")
     x = _to_float32(xp, x, name)
-    if on_device(xp, x):  # one fused read (gpu_impl.kernels.row_max); one word comes back
+    if on_device(xp, x):  # one fused read (gpu_impl.kernels.row_max), which also counts bad rows
         from gpu_impl.kernels import row_max as device_row_max
         x = xp.ascontiguousarray(x)
         row_max, n_bad = device_row_max(x)
-        any_bad = int(n_bad) > 0
+        bad = n_bad > 0
     else:
         row_max = x.max(axis=1)  # NaN propagates through max, so one reduction finds NaN and +inf
-        any_bad = bool((~(row_max < np.inf)).any())
-    if any_bad:
-        rows = xp.nonzero(~(row_max < np.inf))[0].tolist()
-        raise ValueError(f"{name} rows {rows} contain NaN or +inf (after conversion to float32)")
+        bad = ~(row_max < np.inf)
+    check(bad, lambda: f"{name} rows {xp.nonzero(~(row_max < np.inf))[0].tolist()} contain NaN or +inf "
+                       "(after conversion to float32)")
     return xp, x, row_max
 
 
 def require_candidates(xp: ModuleType, row_max: Any, fn: str) -> None:
     """Selection needs at least one finite logit per row."""
     empty = row_max == NEG_INF
-    if bool(empty.any()):
-        rows = xp.nonzero(empty)[0].tolist()
-        raise ValueError(f"{fn}: rows {rows} have no finite logit to select")
+    check(empty, lambda: f"{fn}: rows {xp.nonzero(empty)[0].tolist()} have no finite logit to select")
+
+
+def on_host(a: Any) -> bool:
+    """A value the host holds (scalar, list, NumPy array): deciding on it costs no device read."""
+    return not hasattr(a, "get")
+
+
+def param_xp(xp: ModuleType, value: Any) -> ModuleType:
+    """Where to validate a per-row parameter: on the host when it was given there (its checks
+    and the decisions taken on it then cost no device read), else on the logits' backend."""
+    return np if on_host(value) else xp
 
 
 def row_param(value: Any, batch: int, name: str, xp: ModuleType, *, integer: bool = False,
               dtype: Any = np.float32) -> Any:
     """A scalar or a length-``batch`` 1-D array, as a finite ``[batch]`` array on ``xp``."""
     if is_cupy(xp):
+        if not on_host(value):
+            arr = _device_row_param(value, batch, name, xp, integer, dtype)
+            if arr is not None:
+                return arr
+            value = value.get()  # a conversion CuPy does not do exactly: on the host (one read)
         # validated and converted on the host, then uploaded: CuPy's conversion kernels flush
         # float32 subnormals to zero (a min_p of 1e-45 would arrive as 0 and switch it off)
-        host = value.get() if hasattr(value, "get") else value
-        return xp.asarray(row_param(host, batch, name, np, integer=integer, dtype=dtype))
+        return xp.asarray(row_param(value, batch, name, np, integer=integer, dtype=dtype))
     if hasattr(value, "get"):
         value = value.get()  # a CuPy parameter with NumPy logits
-    arr = xp.asarray(value)
-    if arr.dtype == bool or arr.dtype.kind not in "iuf":
-        raise ValueError(f"parameter {name} must be numeric, got dtype {arr.dtype}")
-    if arr.ndim == 0:
-        arr = xp.broadcast_to(arr, (batch,))
-    elif arr.shape != (batch,):
-        raise ValueError(f"parameter {name} has shape {tuple(arr.shape)} but batch is {batch}")
+    arr = _shaped(xp.asarray(value), batch, name, xp)
     if integer:
         if arr.dtype.kind == "f":
             if not bool(xp.isfinite(arr).all()) or not bool((arr == xp.floor(arr)).all()):
@@ -140,31 +148,74 @@ def row_param(value: Any, batch: int, name: str, xp: ModuleType, *, integer: boo
     return arr
 
 
+def _shaped(arr: Any, batch: int, name: str, xp: ModuleType) -> Any:
+    """A numeric scalar or [batch] array as [batch] (dtype and shape are host metadata)."""
+    if arr.dtype == bool or arr.dtype.kind not in "iuf":
+        raise ValueError(f"parameter {name} must be numeric, got dtype {arr.dtype}")
+    if arr.ndim == 0:
+        return xp.broadcast_to(arr, (batch,))
+    if arr.shape != (batch,):
+        raise ValueError(f"parameter {name} has shape {tuple(arr.shape)} but batch is {batch}")
+    return arr
+
+
+def _device_row_param(value: Any, batch: int, name: str, xp: ModuleType, integer: bool, dtype: Any) -> Any:
+    """A CuPy parameter checked on the device (a deferred flag, no read), where CuPy converts it
+    exactly: integers for an integer parameter, float32 kept as float32 or widened to float64,
+    float64 kept. None for the other conversions (float64 -> float32 would flush subnormals)."""
+    arr = _shaped(value, batch, name, xp)
+    if integer:
+        return xp.ascontiguousarray(arr.astype(xp.int64)) if arr.dtype.kind in "iu" else None
+    want = np.dtype(dtype)
+    if arr.dtype == want and want in (np.float32, np.float64):
+        conv = xp.ascontiguousarray(arr)
+    elif arr.dtype == np.float32 and want == np.float64:
+        conv = widen_exact(xp, xp.ascontiguousarray(arr))
+    else:
+        return None
+    check(~xp.isfinite(conv), lambda: f"parameter {name} must be finite (in {want.name}), got {conv.tolist()}")
+    return conv
+
+
 def unit_param(value: Any, batch: int, name: str, xp: ModuleType, dtype: Any = np.float64) -> Any:
-    """A uniform draw per row, checked to lie in [0, 1]."""
-    arr = row_param(value, batch, name, xp, dtype=dtype)
-    if not bool(((arr >= 0) & (arr <= 1)).all()):
-        raise ValueError(f"parameter {name} must lie in [0, 1], got {arr.tolist()}")
+    """A uniform draw per row on ``xp``, checked to lie in [0, 1]: at once when given on the
+    host (``xp=np`` keeps it there), by a deferred check when given on the device."""
+    arr = row_param(value, batch, name, param_xp(xp, value), dtype=dtype)
+    if on_host(arr):
+        if not bool(((arr >= 0) & (arr <= 1)).all()):
+            raise ValueError(f"parameter {name} must lie in [0, 1], got {arr.tolist()}")
+        return xp.asarray(arr)
+    w = widen_exact(xp, arr) if arr.dtype == np.float32 else arr  # CuPy compares float32 flushed
+    check(~((w >= 0) & (w <= 1)), lambda: f"parameter {name} must lie in [0, 1], got {arr.tolist()}")
     return arr
 
 
 def nonneg(xp: ModuleType, arr: Any, name: str) -> Any:
-    if bool((arr < 0).any()):
-        raise ValueError(f"parameter {name} must be >= 0, got {arr.tolist()}")
+    """``arr`` (a validated parameter), refused where negative: at once on the host, deferred
+    on the device."""
+    if on_host(arr):
+        if bool((arr < 0).any()):
+            raise ValueError(f"parameter {name} must be >= 0, got {arr.tolist()}")
+        return arr
+    check(arr < 0, lambda: f"parameter {name} must be >= 0, got {arr.tolist()}")
     return arr
 
 
 def on_rows(xp: ModuleType, x: Any, active: Any, fn: Callable[[Any, Any], Any]) -> Any:
     """Apply ``fn(sub, sel)`` to the active rows only; inactive rows come back bit-identical.
 
-    ``sel`` indexes the per-row parameters of the rows in ``sub``. Working on a row subset
-    (rather than computing everywhere and blending) keeps no-op rows exact and cheap.
+    ``sel`` indexes the per-row parameters of the rows in ``sub`` (on ``xp``). Working on a row
+    subset (rather than computing everywhere and blending) keeps no-op rows exact and cheap.
+    An ``active`` on the host (decided from host parameters) costs no device read; one on the
+    device costs up to three.
     """
-    if not bool(active.any()):
+    host = on_host(active)
+    act = np.asarray(active) if host else active
+    if not bool(act.any()):
         return x.copy()
-    if bool(active.all()):
+    if bool(act.all()):
         return fn(x, slice(None))
-    idx = xp.nonzero(active)[0]
+    idx = xp.asarray(np.nonzero(act)[0]) if host else xp.nonzero(act)[0]
     out = x.copy()
     out[idx] = fn(x[idx], idx)
     return out

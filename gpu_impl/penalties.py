@@ -6,44 +6,102 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import above_zero, as_logits, is_cupy, row_param
+from gpu_impl._array import above_zero, as_logits, is_cupy, on_host, param_xp, row_param
+from gpu_impl._deferred import check, validated
 
 
 def _history(xp: ModuleType, history: Any, B: int, V: int, ignore_out_of_vocab: bool = False) -> Any:
     """int64 ``[B, H]``; a 1-D history is shared by every row. Ids >= V are refused, or turned
-    into padding with ``ignore_out_of_vocab`` (the engines that ignore them)."""
+    into padding with ``ignore_out_of_vocab`` (the engines that ignore them). A history on the
+    host is checked there (at once); one on the device by deferred flags, and its refused ids
+    are turned into padding meanwhile, so that nothing indexes outside the row before the
+    call raises."""
     if hasattr(history, "get") and not is_cupy(xp):
         history = history.get()
-    h = xp.asarray(history)
+    hx = param_xp(xp, history)
+    h = hx.asarray(history)
     if h.ndim == 1:
-        h = xp.broadcast_to(h, (B, h.shape[0]))
+        h = hx.broadcast_to(h, (B, h.shape[0]))
     if h.ndim != 2 or h.shape[0] != B:
         raise ValueError(f"history has shape {tuple(h.shape)} but must be [batch={B}, H]")
     if h.size and (h.dtype == bool or h.dtype.kind not in "iu"):
         raise ValueError(f"history must hold integer token ids, got dtype {h.dtype}")
-    h = h.astype(xp.int64)
+    h = h.astype(hx.int64)
     if ignore_out_of_vocab:
-        if bool((h < -1).any()):
-            raise ValueError("history ids must be >= -1 (-1 is padding)")
-        return xp.where(h >= V, -1, h)
-    bad = ((h < -1) | (h >= V)).any(axis=1)
-    if bool(bad.any()):
-        rows = xp.nonzero(bad)[0].tolist()
-        raise ValueError(f"history rows {rows} hold ids outside [-1, {V}) (-1 is padding)")
-    return h
+        if on_host(h):
+            if bool((h < -1).any()):
+                raise ValueError("history ids must be >= -1 (-1 is padding)")
+        else:
+            check(h < -1, lambda: "history ids must be >= -1 (-1 is padding)")
+        return xp.asarray(hx.where(h >= V, -1, h))
+    out_of_range = (h < -1) | (h >= V)
+    bad = out_of_range.any(axis=1)
+    if on_host(h):
+        if bool(bad.any()):
+            raise ValueError(f"history rows {np.nonzero(bad)[0].tolist()} hold ids outside [-1, {V}) (-1 is padding)")
+        return xp.asarray(h)
+    check(bad, lambda: f"history rows {xp.nonzero(bad)[0].tolist()} hold ids outside [-1, {V}) (-1 is padding)")
+    return xp.where(out_of_range, -1, h)
 
 
-def _scatter_count(xp: ModuleType, shape: tuple[int, int], rows: Any, cols: Any) -> Any:
+def _scatter_count(xp: ModuleType, shape: tuple[int, int], rows: Any, cols: Any, weights: Any = None) -> Any:
+    """Per-(row, token) sum of ``weights`` (1 for each entry when None)."""
     counts = xp.zeros(shape, dtype=xp.int32)
-    ones = xp.ones(rows.shape, dtype=xp.int32)
+    weights = xp.ones(rows.shape, dtype=xp.int32) if weights is None else weights
     if is_cupy(xp):
         import cupyx
-        cupyx.scatter_add(counts, (rows, cols), ones)
+        cupyx.scatter_add(counts, (rows, cols), weights)
     else:
-        np.add.at(counts, (rows, cols), ones)
+        np.add.at(counts, (rows, cols), weights)
     return counts
 
 
+def penalised(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any,
+              present: Any) -> tuple[ModuleType, Any, Any, bool]:
+    """``(xp, x, row_max, changed)``: the validated float32 logits with the penalties applied,
+    or, when the parameters make them a no-op (``changed`` False), the validated input itself
+    (not a copy) and its row max. Parameters given on the host decide that with no device read."""
+    xp, x, row_max = as_logits(logits)
+    B, V = x.shape
+    h = _history(xp, history, B, V)
+    last_n = row_param(last_n, B, "last_n", param_xp(xp, last_n), integer=True)
+    repeat = row_param(repeat, B, "repeat", param_xp(xp, repeat))
+    freq = row_param(freq, B, "freq", param_xp(xp, freq))
+    present = row_param(present, B, "present", param_xp(xp, present))
+    if on_host(repeat):
+        if bool((~above_zero(np, repeat)).any()):
+            raise ValueError(f"parameter repeat must be > 0, got {repeat.tolist()}")
+    else:
+        check(~above_zero(xp, repeat), lambda: f"parameter repeat must be > 0, got {repeat.tolist()}")
+    params = (last_n, repeat, freq, present)
+    if not all(on_host(a) for a in params):  # on the device: the dense path below runs, reading nothing
+        last_n, repeat, freq, present = (xp.asarray(a) for a in params)
+    # on the host when every parameter was given there: then deciding the no-op reads nothing
+    active = (last_n > 0) & ~((repeat == 1) & (freq == 0) & (present == 0))
+    if h.shape[1] == 0 or (on_host(active) and not bool(active.any())):
+        return xp, x, row_max, False
+    last_n, repeat, freq, present, active = (xp.asarray(a) for a in (last_n, repeat, freq, present, active))
+
+    valid = h >= 0
+    # 1 = newest real token: count real tokens from the right, ignoring padding
+    age = xp.cumsum(valid[:, ::-1], axis=1)[:, ::-1]
+    window = valid & (age <= last_n[:, None]) & active[:, None]
+    # every history entry (no nonzero: its size would be a device read) counts its token when in
+    # the window; an entry outside it (padding reads token 0) writes back the value every entry
+    # of its token writes, which is a function of (row, token) alone, so duplicates agree
+    rows = xp.broadcast_to(xp.arange(B)[:, None], h.shape)
+    ids = xp.where(valid, h, 0)
+    counts = _scatter_count(xp, (B, V), rows, ids, window.astype(xp.int32))
+    c = counts[rows, ids]
+    old = x[rows, ids]
+    r = repeat[:, None]
+    new = xp.where(old <= 0, old * r, old / r) - (c.astype(xp.float32) * freq[:, None] + present[:, None])
+    out = x.copy()
+    out[rows, ids] = xp.where(c > 0, new, old)
+    return xp, out, None, True
+
+
+@validated
 def penalties(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any, present: Any) -> Any:
     """Repetition, frequency and presence penalties over each row's last ``last_n`` tokens.
 
@@ -52,36 +110,11 @@ def penalties(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any, pr
     then ``l -= c * freq + present``. ``last_n <= 0`` or ``repeat == 1, freq == present == 0``
     is a no-op; ``repeat <= 0`` raises.
     """
-    xp, x, _ = as_logits(logits)
-    B, V = x.shape
-    h = _history(xp, history, B, V)
-    last_n = row_param(last_n, B, "last_n", xp, integer=True)
-    repeat = row_param(repeat, B, "repeat", xp)
-    freq = row_param(freq, B, "freq", xp)
-    present = row_param(present, B, "present", xp)
-    if bool((~above_zero(xp, repeat)).any()):
-        raise ValueError(f"parameter repeat must be > 0, got {repeat.tolist()}")
-    active = (last_n > 0) & ~((repeat == 1) & (freq == 0) & (present == 0))
-    if h.shape[1] == 0 or not bool(active.any()):
-        return x.copy()
-
-    valid = h >= 0
-    # 1 = newest real token: count real tokens from the right, ignoring padding
-    age = xp.cumsum(valid[:, ::-1], axis=1)[:, ::-1]
-    window = valid & (age <= last_n[:, None]) & active[:, None]
-    r, j = xp.nonzero(window)
-    ids = h[r, j]
-    counts = _scatter_count(xp, (B, V), r, ids)
-    # only the (few) penalised tokens are touched; duplicate window entries of one token read
-    # the same total count and write the same value
-    c = counts[r, ids].astype(xp.float32)
-    old = x[r, ids]
-    new = xp.where(old <= 0, old * repeat[r], old / repeat[r]) - (c * freq[r] + present[r])
-    out = x.copy()
-    out[r, ids] = new
-    return out
+    _, x, _, changed = penalised(logits, history, last_n, repeat, freq, present)
+    return x if changed else x.copy()
 
 
+@validated
 def logit_bias(logits: Any, bias: Any) -> Any:
     """``l + bias`` with a dense ``bias`` of shape [V] or [B, V]; -inf suppresses a token,
     NaN or +inf raise."""
@@ -96,8 +129,6 @@ def logit_bias(logits: Any, bias: Any) -> Any:
         raise ValueError(f"bias must be numeric, got dtype {b.dtype}")
     b = b.astype(xp.float32)
     bad = ~(b < np.inf)  # NaN and +inf (also a float64 bias that overflows float32)
-    if bool(bad.any()):
-        where = bad.reshape(-1, V).any(axis=1)
-        rows = xp.nonzero(where)[0].tolist()
-        raise ValueError(f"bias contains NaN or +inf (rows {rows} of the bias)")
+    check(bad, lambda: f"bias contains NaN or +inf (rows {xp.nonzero(bad.reshape(-1, V).any(axis=1))[0].tolist()} "
+                       "of the bias)")
     return x + b

@@ -8,12 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 from gpu_impl._array import as_logits, on_device, quiet, require_candidates, row_param, unit_param
+from gpu_impl._deferred import validated
 from gpu_impl._order import first_reach, first_true, last_true, nth_true, sorted_top
 from gpu_impl.softmax import exp_shifted
 
 _BLOCK = 1024  # dist: columns per block of the two-level prefix sum
 
 
+@validated
 def greedy(logits: Any) -> Any:
     """The first maximal logit of each row (lowest id among ties)."""
     xp, x, row_max = as_logits(logits)
@@ -57,6 +59,7 @@ def _dist_index(xp: Any, e: Any, u: Any) -> Any:
     return idx
 
 
+@validated
 def dist(logits: Any, u: Any) -> Any:
     """llama.cpp's dist with the uniform ``u`` [B] (float64, in [0, 1)) supplied per row.
 
@@ -73,6 +76,7 @@ def dist(logits: Any, u: Any) -> Any:
     return _dist_index(xp, e, u).astype(xp.int64)
 
 
+@validated
 def mirostat_v2(logits: Any, mu: Any, u: Any, tau: Any, eta: Any) -> tuple[Any, Any]:
     """Mirostat 2.0: ``(ids int64 [B], new_mu float32 [B])``.
 
@@ -95,9 +99,8 @@ def mirostat_v2(logits: Any, mu: Any, u: Any, tau: Any, eta: Any) -> tuple[Any, 
         surprise = -xp.log2(e / s[:, None])
     keep = surprise <= mu[:, None]
     none = ~keep.any(axis=1)
-    if bool(none.any()):  # nothing within mu: llama.cpp still keeps its top token
-        top = xp.argmax(x, axis=1)
-        keep |= none[:, None] & (xp.arange(V)[None, :] == top[:, None])
+    # nothing within mu: llama.cpp still keeps its top token (unconditional: no device read)
+    keep |= none[:, None] & (xp.arange(V)[None, :] == xp.argmax(x, axis=1)[:, None])
     n_keep = keep.sum(axis=1)
     s_kept = xp.where(keep, e, xp.float32(0)).sum(axis=1)
 

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import (NEG_INF, above_zero, as_logits, drop, nonneg, on_device, on_rows, quiet, row_param,
-                             unit_param, widen_exact)
+from gpu_impl._array import (NEG_INF, above_zero, as_logits, drop, nonneg, on_device, on_host, on_rows, param_xp,
+                             quiet, row_param, unit_param, widen_exact)
+from gpu_impl._deferred import validated
 from gpu_impl._order import (finite_counts, first_reach, keep_first_n, keep_ranked, last_true, nth_largest,
                              sorted_top)
 from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
@@ -20,21 +21,23 @@ from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
 _WINDOW = 1024  # top_p: candidates sorted in the first round; flat rows fall back to a full sort
 
 
+@validated
 def top_k(logits: Any, k: Any) -> Any:
     """Keep exactly ``min(k, V)`` tokens, the largest logits; among tokens equal to the k-th
     largest value the lowest ids are kept. ``k <= 0`` is a no-op."""
     xp, x, _ = as_logits(logits)
     B, V = x.shape
-    k = row_param(k, B, "k", xp, integer=True)
+    k = row_param(k, B, "k", param_xp(xp, k), integer=True)
     if on_device(xp, x):
         from gpu_impl import kernels
-        return kernels.top_k_rows(xp.ascontiguousarray(x), k)
+        return kernels.top_k_rows(xp.ascontiguousarray(x), xp.asarray(k))
+    active, k = (k > 0) & (k < V), xp.asarray(k)  # decided on the host when k was given there
 
     def fn(sub: Any, sel: Any) -> Any:
         kk = k[sel]
         c = nth_largest(xp, sub, kk, finite_counts(xp, sub))
         return drop(xp, sub, ~keep_first_n(xp, sub, c, kk))
-    return on_rows(xp, x, (k > 0) & (k < V), fn)
+    return on_rows(xp, x, active, fn)
 
 
 def _top_p_cut(xp: ModuleType, x: Any, row_max: Any, p: Any, min_keep: Any) -> tuple[Any, Any]:
@@ -72,34 +75,39 @@ def _top_p_cut(xp: ModuleType, x: Any, row_max: Any, p: Any, min_keep: Any) -> t
         width, sub = V, x[todo]
 
 
+@validated
 def top_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     """Nucleus: in order, the shortest prefix whose cumulative probability is ``>= p`` (the
     crossing token is kept) and whose length is ``>= min_keep``. ``p >= 1`` is a no-op; if the
     float32 cumulative sum never reaches ``p``, every candidate is kept."""
     xp, x, row_max = as_logits(logits)
     B = x.shape[0]
-    p = row_param(p, B, "p", xp)
-    mk = nonneg(xp, row_param(min_keep, B, "min_keep", xp, integer=True), "min_keep")
+    p = row_param(p, B, "p", param_xp(xp, p))
+    mk = nonneg(xp, row_param(min_keep, B, "min_keep", param_xp(xp, min_keep), integer=True), "min_keep")
     if on_device(xp, x):
         from gpu_impl import kernels
-        return kernels.top_p_rows(xp.ascontiguousarray(x), row_max, p, mk)
+        return kernels.top_p_rows(xp.ascontiguousarray(x), row_max, xp.asarray(p), xp.asarray(mk))
+    active, p, mk = p < 1, xp.asarray(p), xp.asarray(mk)
 
     def fn(sub: Any, sel: Any) -> Any:
         n, c = _top_p_cut(xp, sub, row_max[sel], p[sel], mk[sel])
         return drop(xp, sub, ~keep_first_n(xp, sub, c, n))
-    return on_rows(xp, x, p < 1, fn)
+    return on_rows(xp, x, active, fn)
 
 
+@validated
 def min_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     """Keep ``l >= max + ln p`` (float32, ``>=``). If fewer than ``max(min_keep, 1)`` survive,
     keep instead the first ``max(min_keep, 1)`` in order. ``p <= 0`` is a no-op."""
     xp, x, row_max = as_logits(logits)
     B, V = x.shape
-    p = row_param(p, B, "p", xp)
-    mk = nonneg(xp, row_param(min_keep, B, "min_keep", xp, integer=True), "min_keep")
+    p = row_param(p, B, "p", param_xp(xp, p))
+    mk = nonneg(xp, row_param(min_keep, B, "min_keep", param_xp(xp, min_keep), integer=True), "min_keep")
     if on_device(xp, x):
         from gpu_impl import kernels
-        return kernels.min_p_rows(xp.ascontiguousarray(x), row_max, p, mk)
+        return kernels.min_p_rows(xp.ascontiguousarray(x), row_max, xp.asarray(p), xp.asarray(mk))
+    active = above_zero(np if on_host(p) else xp, p)
+    p, mk = xp.asarray(p), xp.asarray(mk)
 
     def fn(sub: Any, sel: Any) -> Any:
         with quiet():
@@ -112,7 +120,7 @@ def min_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
             rows, n = sub[i], need[i]
             keep[i] = keep_first_n(xp, rows, nth_largest(xp, rows, n), n)
         return drop(xp, sub, ~keep)
-    return on_rows(xp, x, above_zero(xp, p), fn)
+    return on_rows(xp, x, active, fn)
 
 
 def _typical_key(xp: ModuleType, score: Any, logit: Any) -> Any:
@@ -152,26 +160,31 @@ def _typical_keep(xp: ModuleType, x: Any, row_max: Any, p: Any, min_keep: Any) -
     return keep_ranked(xp, key < kc, key == kc, n)
 
 
+@validated
 def typical(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     """Locally typical: candidates ordered by ascending ``|-ln p_i - H|`` (ties: descending
     logit, then lower id); keep the shortest prefix whose cumulative probability is ``> p``
     (strict) and whose length is ``>= max(min_keep, 1)``; if never, keep all. ``p >= 1``: no-op."""
     xp, x, row_max = as_logits(logits)
     B = x.shape[0]
-    p = row_param(p, B, "p", xp)
-    mk = nonneg(xp, row_param(min_keep, B, "min_keep", xp, integer=True), "min_keep")
+    p = row_param(p, B, "p", param_xp(xp, p))
+    mk = nonneg(xp, row_param(min_keep, B, "min_keep", param_xp(xp, min_keep), integer=True), "min_keep")
+    active, p, mk = p < 1, xp.asarray(p), xp.asarray(mk)
 
     def fn(sub: Any, sel: Any) -> Any:
         return drop(xp, sub, ~_typical_keep(xp, sub, row_max[sel], p[sel], mk[sel]))
-    return on_rows(xp, x, p < 1, fn)
+    return on_rows(xp, x, active, fn)
 
 
+@validated
 def top_n_sigma(logits: Any, n: Any) -> Any:
     """Over the finite logits: drop ``l < max - n * std`` (population std). ``n <= 0`` or
     ``V < 2``: no-op."""
     xp, x, row_max = as_logits(logits)
     B, V = x.shape
-    n = row_param(n, B, "n", xp)
+    n = row_param(n, B, "n", param_xp(xp, n))
+    active = above_zero(np if on_host(n) else xp, n) & (V >= 2)
+    n = xp.asarray(n)
 
     def fn(sub: Any, sel: Any) -> Any:
         fin = xp.isfinite(sub)
@@ -187,9 +200,10 @@ def top_n_sigma(logits: Any, n: Any) -> Any:
             std = xp.sqrt((d * d).sum(axis=1) / cnt).astype(xp.float32) * scale[:, 0]
             thr = row_max[sel] - n[sel] * std
         return drop(xp, sub, sub < thr[:, None])
-    return on_rows(xp, x, above_zero(xp, n) & (V >= 2), fn)
+    return on_rows(xp, x, active, fn)
 
 
+@validated
 def xtc(logits: Any, chance: Any, probability: Any, threshold: Any, min_keep: Any = 0) -> Any:
     """Exclude top choices. A row is untouched if ``probability <= 0``, ``threshold > 0.5``, it
     has fewer than 2 finite candidates, or ``chance > probability``. Otherwise, with m tokens of
@@ -197,10 +211,18 @@ def xtc(logits: Any, chance: Any, probability: Any, threshold: Any, min_keep: An
     but the least probable (among equal logits the highest id counts as least probable)."""
     xp, x, row_max = as_logits(logits)
     B, V = x.shape
-    chance = unit_param(chance, B, "chance", xp, dtype=np.float32)
-    prob = row_param(probability, B, "probability", xp)
-    thr = row_param(threshold, B, "threshold", xp)
-    mk = nonneg(xp, row_param(min_keep, B, "min_keep", xp, integer=True), "min_keep")
+    chance = unit_param(chance, B, "chance", param_xp(xp, chance), dtype=np.float32)
+    prob = row_param(probability, B, "probability", param_xp(xp, probability))
+    thr = row_param(threshold, B, "threshold", param_xp(xp, threshold))
+    mk = nonneg(xp, row_param(min_keep, B, "min_keep", param_xp(xp, min_keep), integer=True), "min_keep")
+    params = (chance, prob, thr)
+    if all(on_host(a) for a in params):  # the parameters' part of the decision, read nowhere
+        on = above_zero(np, prob) & (thr <= 0.5) & (chance <= prob)
+        if not bool(on.any()):
+            return x.copy()
+    chance, prob, thr, mk = (xp.asarray(a) for a in (*params, mk))
+    if not all(on_host(a) for a in params):
+        on = above_zero(xp, prob) & (thr <= 0.5) & (chance <= prob)
     nf = finite_counts(xp, x)
 
     def fn(sub: Any, sel: Any) -> Any:
@@ -216,4 +238,4 @@ def xtc(logits: Any, chance: Any, probability: Any, threshold: Any, min_keep: An
         c = xp.where(above, sub, xp.float32(np.inf)).min(axis=1)
         spare = xp.arange(V)[None, :] == last_true(xp, sub == c[:, None])[:, None]
         return drop(xp, sub, above & ~spare & apply[:, None])
-    return on_rows(xp, x, above_zero(xp, prob) & (thr <= 0.5) & (nf >= 2) & (chance <= prob), fn)
+    return on_rows(xp, x, xp.asarray(on) & (nf >= 2), fn)  # the row counts are data: read on the device

@@ -6,18 +6,22 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import as_logits, get_xp, on_device, row_param
-from gpu_impl.penalties import penalties
+from gpu_impl._array import as_logits, on_device, row_param
+from gpu_impl._deferred import validated
+from gpu_impl.penalties import penalised
 from gpu_impl.temperature import temp
 from gpu_impl.truncation import min_p, top_k, top_p
 
 
+@validated
 def llama_cpp_chain(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any, present: Any,
                     k: Any, p: Any, m: Any, t: Any) -> Any:
-    x = penalties(logits, history, last_n, repeat, freq, present)
-    if on_device(get_xp(x), x):  # one fused pass over a top-k window (gpu_impl.kernels.chain_rows)
+    """The chain; its checks are read once, when it returns (``gpu_impl._deferred``)."""
+    xp, x, row_max, changed = penalised(logits, history, last_n, repeat, freq, present)
+    if on_device(xp, x):  # one fused pass over a top-k window (gpu_impl.kernels.chain_rows)
         from gpu_impl import kernels
-        xp, x, row_max = as_logits(x)
+        if changed:  # penalties may overflow a logit to +inf: checked as the unfused chain does
+            xp, x, row_max = as_logits(x)
         B, V = x.shape
         # validated on the host, in the order (and with the messages) of the unfused chain
         kk = row_param(k, B, "k", np, integer=True)
@@ -25,11 +29,14 @@ def llama_cpp_chain(logits: Any, history: Any, last_n: Any, repeat: Any, freq: A
         if not ((kk > kernels.WIN) & (kk < V)).any():
             plan = kernels.plan_chain(B, V, kk, pp, 0, mm, 0, tt)
             return kernels.chain_rows(xp.ascontiguousarray(x), row_max, plan)
+    # each filter returns a new array, so the unpenalised input itself is never written
     return temp(min_p(top_p(top_k(x, k), p, 0), m, 0), t)
 
 
+@validated
 def llama_cpp_chain_dist(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any, present: Any,
                          k: Any, p: Any, m: Any, t: Any, u: Any) -> Any:
-    """The chain, then dist with the uniform ``u`` of each row: the token id an engine emits."""
+    """The chain, then dist with the uniform ``u`` of each row: the token id an engine emits
+    (one read of the checks for both)."""
     from gpu_impl.selection import dist
     return dist(llama_cpp_chain(logits, history, last_n, repeat, freq, present, k, p, m, t), u)
