@@ -1,4 +1,4 @@
-/* logitcheck harness (protocol version 1) for a llama.cpp-style C sampler engine.
+/* logitcheck harness (protocol version 2, or 1 when greeted with it) for a llama.cpp-style C sampler engine.
  *
  *   harness [--no-claim] [--claim NAME]...
  *
@@ -60,7 +60,7 @@ static lc_fn lookup(const char *name) {
 }
 
 static void handshake(FILE *out, int argc, char **argv) {
-    fprintf(out, "LOGITCHECK 1 %s\n", BUILD);
+    fprintf(out, "LOGITCHECK %d %s\n", lc_version(), BUILD);
     for (size_t i = 0; i < N_FUNCTIONS; i++) fprintf(out, "FUNCTION %s\n", FUNCTIONS[i].name);
     int claim_refusals = 1;
     for (int i = 1; i < argc; i++) {
@@ -78,8 +78,8 @@ int main(int argc, char **argv) {
     FILE *in = stdin, *out = stdout;
     setvbuf(in, NULL, _IOFBF, 1 << 20);
     setvbuf(out, NULL, _IOFBF, 1 << 20);
-    if (lc_read_line(in, line, sizeof line) != 0 || strcmp(line, "LOGITCHECK 1") != 0) {
-        fprintf(stderr, "harness: expected 'LOGITCHECK 1', got '%s'\n", line);
+    if (lc_read_line(in, line, sizeof line) != 0 || lc_greeting(line) < 0) {
+        fprintf(stderr, "harness: expected 'LOGITCHECK <version>', got '%s'\n", line);
         return 2;
     }
     handshake(out, argc, argv);

@@ -7,6 +7,21 @@
 
 static char err_kind[16];
 static char err_msg[512];
+static int version = 1;
+/* The id of the call being answered: the answer functions echo it (version 2), so a late or
+ * repeated answer can never be taken for another call's. */
+static char call_id[24];
+
+int lc_greeting(const char *line) {
+    char *end;
+    if (strncmp(line, "LOGITCHECK ", 11) != 0) return -1;
+    long n = strtol(line + 11, &end, 10);
+    if (*end != 0 || n < 1) return -1;
+    version = n < LC_VERSION ? (int)n : LC_VERSION;
+    return version;
+}
+
+int lc_version(void) { return version; }
 
 int lc_error(const char *kind, const char *fmt, ...) {
     va_list ap;
@@ -90,11 +105,17 @@ static int read_array(FILE *in, lc_array *a) {
 }
 
 int lc_read_call(FILE *in, char *header, lc_call *call) {
-    char *f[3];
+    char *f[4];
+    int nf = version >= 2 ? 4 : 3, k = nf - 3; /* k: the id's field, 1 in version 2 */
     memset(call, 0, sizeof *call);
-    if (split(header, f, 3) != 3) return lc_failed("bad CALL header");
-    snprintf(call->function, sizeof call->function, "%s", f[1]);
-    int n = atoi(f[2]);
+    call_id[0] = 0;
+    if (split(header, f, nf) != nf) return lc_failed("bad CALL header");
+    if (k) {
+        snprintf(call->id, sizeof call->id, "%s", f[1]);
+        snprintf(call_id, sizeof call_id, "%s", f[1]);
+    }
+    snprintf(call->function, sizeof call->function, "%s", f[1 + k]);
+    int n = atoi(f[2 + k]);
     if (n < 0 || n > LC_MAX_ARGS) return lc_failed("too many arguments (%d)", n);
     for (int i = 0; i < n; i++) {
         call->nargs = i + 1;
@@ -126,7 +147,8 @@ void lc_free_out(lc_out *out) {
 }
 
 void lc_write_out(FILE *out, const lc_out *o) {
-    fprintf(out, "OK %d\n", o->n);
+    if (version >= 2) fprintf(out, "OK %s %d\n", call_id, o->n);
+    else fprintf(out, "OK %d\n", o->n);
     for (int i = 0; i < o->n; i++) {
         const lc_result *r = &o->r[i];
         size_t count = 1;
@@ -142,6 +164,7 @@ void lc_write_out(FILE *out, const lc_out *o) {
 }
 
 void lc_write_error(FILE *out) {
-    fprintf(out, "ERROR %s %s\n", lc_error_kind(), lc_error_message());
+    if (version >= 2) fprintf(out, "ERROR %s %s %s\n", call_id[0] ? call_id : "0", lc_error_kind(), lc_error_message());
+    else fprintf(out, "ERROR %s %s\n", lc_error_kind(), lc_error_message());
     fflush(out);
 }

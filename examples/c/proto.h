@@ -1,5 +1,6 @@
-/* Framing of the logitcheck harness protocol, version 1 (docs/protocol.md):
- * header lines of ASCII fields, arrays as raw little-endian bytes. */
+/* Framing of the logitcheck harness protocol, version 2 (docs/protocol.md):
+ * header lines of ASCII fields, arrays as raw little-endian bytes; each answer echoes its
+ * call's id. Version 1 (no ids) is spoken when logitcheck greets with it. */
 #ifndef LC_PROTO_H
 #define LC_PROTO_H
 
@@ -23,6 +24,7 @@ typedef struct {
 } lc_array;
 
 typedef struct {
+    char id[24]; /* the call id (version 2), echoed by lc_write_out / lc_write_error */
     char function[128];
     int nargs;
     lc_array args[LC_MAX_ARGS];
@@ -53,9 +55,16 @@ void lc_error_clear(void);
 size_t lc_dtype_size(int dtype);
 const char *lc_dtype_name(int dtype);
 
+#define LC_VERSION 2
+/* The greeting "LOGITCHECK <n>": the version spoken from now on (the lower of n and
+ * LC_VERSION), or -1 if the line is no greeting. */
+int lc_greeting(const char *line);
+int lc_version(void);
+
 /* 0: a line in buf (no newline); -1: end of file; -2: overlong or broken line. */
 int lc_read_line(FILE *in, char *buf, size_t cap);
-/* Reads one CALL with its ARG arrays after the "CALL <fn> <n>" line was split. 0 or -1. */
+/* Reads one CALL with its ARG arrays after its line ("CALL <id> <fn> <n>", version 1:
+ * "CALL <fn> <n>") was read into header. 0 or -1. */
 int lc_read_call(FILE *in, char *header, lc_call *call);
 void lc_free_call(lc_call *call);
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,8 +70,25 @@ def judge(binary: Path, targets: list[str], parallel: bool = True) -> subprocess
 
 
 def handshake_functions(binary: Path) -> set[str]:
-    out = subprocess.run([str(binary)], input="LOGITCHECK 1\nQUIT\n", capture_output=True, text=True, timeout=30)
+    out = subprocess.run([str(binary)], input="LOGITCHECK 2\nQUIT\n", capture_output=True, text=True, timeout=30)
     return {line.split()[1] for line in out.stdout.splitlines() if line.startswith("FUNCTION ")}
+
+
+@pytest.mark.parametrize("ref", REFERENCES, ids=lambda r: r.name)
+def test_reference_harness_speaks_version_2_and_1(ref):
+    """Greeted with 2 it echoes each call's id in the answer (OK and ERROR); greeted with 1 it
+    answers without ids."""
+    binary = built(ref)
+    row = b"ARG logits f32 2 1 2\n" + np.array([0.5, 2.0], "<f4").tobytes()
+    bad = b"ARG logits f32 2 1 2\n" + np.array([np.nan, 2.0], "<f4").tobytes()
+    for greeting, call, ok, err in [(b"LOGITCHECK 2", b"CALL 41 greedy 1\n", b"OK 41 1\n", b"ERROR 42 refused "),
+                                    (b"LOGITCHECK 1", b"CALL greedy 1\n", b"OK 1\n", b"ERROR refused ")]:
+        second = call.replace(b"41", b"42")
+        out = subprocess.run([str(binary)], input=greeting + b"\n" + call + row + second + bad + b"QUIT\n",
+                             capture_output=True, timeout=30).stdout
+        head, _, answers = out.partition(b"END\n")
+        assert head.startswith(greeting + b" "), head[:80]
+        assert answers.startswith(ok + b"RESULT i") and err in answers, answers[:200]
 
 
 @pytest.mark.parametrize("ref", REFERENCES, ids=lambda r: r.name)

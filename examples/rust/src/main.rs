@@ -33,7 +33,7 @@ fn serve() -> io::Result<ExitCode> {
     let mut output = BufWriter::with_capacity(1 << 20, io::stdout().lock());
 
     match read_header(&mut input) {
-        Ok(Some(line)) if line == format!("LOGITCHECK {}", protocol::VERSION) => {}
+        Ok(Some(line)) if protocol::greeting(&line).is_some() => {}
         Ok(Some(line)) => {
             eprintln!("logitcheck-harness: unexpected greeting {line:?}");
             return Ok(ExitCode::from(2));

@@ -1,11 +1,46 @@
-//! Framing of logitcheck's harness protocol, version 1 (docs/protocol.md): ASCII header lines
-//! and raw little-endian arrays in C order. Nothing here knows what a function computes.
+//! Framing of logitcheck's harness protocol, version 2 (docs/protocol.md): ASCII header lines
+//! and raw little-endian arrays in C order; every answer echoes its call's id. Version 1 (no
+//! ids) is spoken when logitcheck greets with it. Nothing here knows what a function computes.
 
+use std::cell::{Cell, RefCell};
 use std::io::{self, BufRead, Read, Write};
 
 use crate::error::Error;
 
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
+
+thread_local! {
+    /// The version agreed at the greeting (1 until then).
+    static SPOKEN: Cell<u32> = const { Cell::new(1) };
+    /// The id of the call being answered: the answer writers echo it (version 2), so a late or
+    /// repeated answer can never be taken for another call's.
+    static CALL_ID: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
+/// The greeting `LOGITCHECK <n>`: the version spoken from now on (the lower of n and
+/// `VERSION`), or `None` if the line is no greeting.
+pub fn greeting(line: &str) -> Option<u32> {
+    let n: u32 = line.strip_prefix("LOGITCHECK ")?.parse().ok()?;
+    if n == 0 {
+        return None;
+    }
+    let v = n.min(VERSION);
+    SPOKEN.with(|s| s.set(v));
+    Some(v)
+}
+
+pub fn spoken() -> u32 {
+    SPOKEN.with(|s| s.get())
+}
+
+/// `<tag> <id>` in version 2, `<tag>` in version 1: how an answer line starts.
+fn answer_tag(tag: &str) -> String {
+    if spoken() >= 2 {
+        CALL_ID.with(|id| format!("{tag} {}", id.borrow()))
+    } else {
+        tag.to_string()
+    }
+}
 const MAX_HEADER: usize = 4096;
 /// A request announcing more elements than this is malformed (no allocation is attempted).
 const MAX_ELEMENTS: u64 = 1 << 34;
@@ -101,9 +136,19 @@ pub fn read_header(input: &mut impl BufRead) -> Result<Option<String>, FrameErro
 pub fn read_request(input: &mut impl BufRead) -> Result<Option<Request>, FrameError> {
     let Some(line) = read_header(input)? else { return Ok(None) };
     let fields: Vec<&str> = line.split(' ').collect();
+    let v2 = spoken() >= 2;
     match fields.as_slice() {
         ["QUIT"] => Ok(Some(Request::Quit)),
-        ["CALL", function, nargs] => {
+        ["CALL", id, function, nargs] if v2 => {
+            CALL_ID.with(|c| *c.borrow_mut() = id.to_string());
+            let nargs: usize = nargs.parse().map_err(|_| FrameError(format!("bad CALL line {line:?}")))?;
+            let mut args = Vec::with_capacity(nargs);
+            for _ in 0..nargs {
+                args.push(read_arg(input)?);
+            }
+            Ok(Some(Request::Call { function: function.to_string(), args }))
+        }
+        ["CALL", function, nargs] if !v2 => {
             let nargs: usize = nargs.parse().map_err(|_| FrameError(format!("bad CALL line {line:?}")))?;
             let mut args = Vec::with_capacity(nargs);
             for _ in 0..nargs {
@@ -157,7 +202,7 @@ fn read_le<T, const N: usize>(input: &mut impl BufRead, count: usize, decode: fn
 
 /// Handshake answer: name, functions, claims, `END`.
 pub fn write_handshake(out: &mut impl Write, name: &str, functions: &[&str], claims: &[&str]) -> io::Result<()> {
-    writeln!(out, "LOGITCHECK {VERSION} {name}")?;
+    writeln!(out, "LOGITCHECK {} {name}", spoken())?;
     for f in functions {
         writeln!(out, "FUNCTION {f}")?;
     }
@@ -171,7 +216,7 @@ pub fn write_handshake(out: &mut impl Write, name: &str, functions: &[&str], cla
 /// `OK <n>` and the results.
 pub fn write_results(out: &mut impl Write, results: &[Array]) -> io::Result<()> {
     let mut buf: Vec<u8> = Vec::new();
-    writeln!(buf, "OK {}", results.len())?;
+    writeln!(buf, "{} {}", answer_tag("OK"), results.len())?;
     for r in results {
         let dims: Vec<String> = r.dims.iter().map(|d| d.to_string()).collect();
         let sep = if dims.is_empty() { "" } else { " " };
@@ -194,7 +239,7 @@ pub fn write_error(out: &mut impl Write, err: &Error) -> io::Result<()> {
     let clean: String = err.message().chars()
         .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
         .collect();
-    writeln!(out, "ERROR {} {}", err.kind(), truncate(&clean, 600))?;
+    writeln!(out, "{} {} {}", answer_tag("ERROR"), err.kind(), truncate(&clean, 600))?;
     out.flush()
 }
 
@@ -225,6 +270,24 @@ mod tests {
         assert!(matches!(&args[1].1.data, Data::I64(v) if v == &[7]));
         assert!(matches!(read_request(&mut input).unwrap(), Some(Request::Quit)));
         assert!(read_request(&mut input).unwrap().is_none());
+    }
+
+    #[test]
+    fn version_2_echoes_the_call_id() {
+        assert_eq!(greeting("LOGITCHECK 3"), Some(2));
+        assert_eq!(greeting("HELLO"), None);
+        let mut wire = b"CALL 17 greedy 1\nARG logits f32 1 1\n".to_vec();
+        wire.extend_from_slice(&0.5f32.to_le_bytes());
+        let mut input = &wire[..];
+        let Some(Request::Call { function, .. }) = read_request(&mut input).unwrap() else { panic!("no call") };
+        assert_eq!(function, "greedy");
+        let mut out = Vec::new();
+        write_results(&mut out, &[Array::i64(vec![1], vec![0])]).unwrap();
+        assert!(out.starts_with(b"OK 17 1\nRESULT i64 1 1\n"));
+        let mut out = Vec::new();
+        write_error(&mut out, &Error::Refused("no".into())).unwrap();
+        assert_eq!(out, b"ERROR 17 refused no\n");
+        greeting("LOGITCHECK 1");
     }
 
     #[test]
