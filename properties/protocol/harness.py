@@ -266,6 +266,8 @@ class Harness:
         failures apart by where they were raised (and what they were raised while handling), so
         a fault met on a first example and the same fault given up on at its replay are one
         failure, not a FlakyFailure."""
+        if self.broken:  # given up for the run: every test that calls it fails at once, unshrunk
+            raise HarnessGivenUp(f"harness unusable: {self.broken}; call {function}(...) not sent")
         self._enter_test()
         if self._given_up is not None:
             raise HarnessGivenUp(f"{self._given_up} [then {function}(...) was not sent: the harness faulted on "

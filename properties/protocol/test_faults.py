@@ -205,14 +205,14 @@ def test_a_failed_handshake_is_given_up_at_once(mode, starts, says):
     assert impl.has("top_p") and impl.has("typical")  # a broken harness "implements" everything
     t0 = time.monotonic()
     for fn, args in [("top_p", (X, P, 0)), ("softmax", (X,)), ("typical", (X, P))] * 3:
-        with pytest.raises(HarnessFault, match=f"^harness unusable: handshake with .* failed: .*{says}"):
+        with pytest.raises(HarnessGivenUp, match=f"^harness unusable: handshake with .* failed: .*{says}"):
             impl(fn, *args)
     assert time.monotonic() - t0 < 0.5 and h.starts == starts  # never retried
 
 
 def test_a_harness_that_cannot_start_is_given_up():
     broken = load_impl("x", "numpy", exec_module("/nonexistent/harness"))
-    with pytest.raises(HarnessFault, match="harness unusable: handshake .* failed: the process exited"):
+    with pytest.raises(HarnessGivenUp, match="harness unusable: handshake .* failed: the process exited"):
         broken("softmax", X)
     assert broken.module.HARNESS.starts == 2  # the greeting of version 1 tried once
 
