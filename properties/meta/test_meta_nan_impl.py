@@ -105,12 +105,9 @@ def room(part: str) -> list[tuple[Property, str]]:
 
 
 def judged_by(qualified: str) -> list[tuple[Property, str]]:
-    """The room's properties that call ``qualified`` (every one of the room if none names it: a
-    function reached only inside other bodies, like engines.softmax)."""
+    """The room's properties that call ``qualified``."""
     part, _, fn = qualified.rpartition(".")
-    props = room(part)
-    calling = [(p, where) for p, where in props if {fn, qualified} & set(p.functions())]
-    return calling or props
+    return [(p, where) for p, where in room(part) if {fn, qualified} & set(p.functions())]
 
 
 def first_kill(prop: Property, impl: Impl, budget: int = EXAMPLES) -> str | None:
@@ -160,6 +157,8 @@ def hunt(qualified: str, top: types.ModuleType, sub: types.ModuleType | None) ->
 
 @pytest.mark.parametrize("qualified", value_functions())
 def test_a_nan_output_fails_the_function_in_process(qualified):
+    if not judged_by(qualified):  # a gap of the suite, shown as such (xfailed with the reason), not passed
+        pytest.xfail(f"no property calls {qualified}: a harness listing it is judged on nothing there")
     why, tried = hunt(qualified, *nan_impl(qualified))
     assert why is not None, f"NaN outputs of {qualified} passed {len(tried)} properties: {tried[:8]}"
 
