@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 import gpu_impl
-from properties.backends import Impl, NotCovered, load_impl
+from properties.backends import Impl, NotCovered
 from properties.engines.engine_chains import CHAINS, chain_cases, check_chain
 from properties.engines.logprobs_checks import PROPERTIES as LOGPROBS
 from properties.engines.records import ENGINE_RECORDS
@@ -174,11 +174,10 @@ def test_a_nan_output_fails_the_function_through_the_protocol(qualified):
     harness = exec_module(f"{sys.executable} -m properties.protocol.testing.pyharness --functions {functions} "
                           f"--fault nan --on {qualified}")
     try:
-        impl = load_impl("exec", "numpy", harness)
         part = qualified.rpartition(".")[0]
         why, tried = hunt(qualified, harness, getattr(harness, part) if part else None)
+        assert tried, f"no property calls {qualified}"
         assert why is not None, f"NaN outputs of {qualified} through the protocol passed {tried[:8]}"
-        assert impl.has(qualified.rpartition(".")[2]) or part
     finally:
         harness.HARNESS.close()
 
