@@ -95,8 +95,7 @@ def as_logits(logits: Any, name: str = "logits") -> tuple[ModuleType, Any, Any]:
     if on_device(xp, x):  # one fused read (gpu_impl.kernels.row_max), which also counts bad rows
         from gpu_impl.kernels import row_max as device_row_max
         x = xp.ascontiguousarray(x)
-        row_max, n_bad = device_row_max(x)
-        bad = n_bad > 0
+        row_max, bad = device_row_max(x)  # the count of bad rows is the flag (non-zero: fail)
     else:
         row_max = x.max(axis=1)  # NaN propagates through max, so one reduction finds NaN and +inf
         bad = ~(row_max < np.inf)
@@ -159,10 +158,12 @@ def _shaped(arr: Any, batch: int, name: str, xp: ModuleType) -> Any:
     return arr
 
 
-def _device_row_param(value: Any, batch: int, name: str, xp: ModuleType, integer: bool, dtype: Any) -> Any:
+def _device_row_param(value: Any, batch: int, name: str, xp: ModuleType, integer: bool, dtype: Any,
+                      finite: bool = True) -> Any:
     """A CuPy parameter checked on the device (a deferred flag, no read), where CuPy converts it
     exactly: integers for an integer parameter, float32 kept as float32 or widened to float64,
-    float64 kept. None for the other conversions (float64 -> float32 would flush subnormals)."""
+    float64 kept. None for the other conversions (float64 -> float32 would flush subnormals).
+    ``finite=False`` leaves the finiteness check to the caller's own flag."""
     arr = _shaped(value, batch, name, xp)
     if integer:
         return xp.ascontiguousarray(arr.astype(xp.int64)) if arr.dtype.kind in "iu" else None
@@ -173,21 +174,39 @@ def _device_row_param(value: Any, batch: int, name: str, xp: ModuleType, integer
         conv = widen_exact(xp, xp.ascontiguousarray(arr))
     else:
         return None
-    check(~xp.isfinite(conv), lambda: f"parameter {name} must be finite (in {want.name}), got {conv.tolist()}")
+    if finite:
+        check(~xp.isfinite(conv), lambda: f"parameter {name} must be finite (in {want.name}), got {conv.tolist()}")
     return conv
 
 
 def unit_param(value: Any, batch: int, name: str, xp: ModuleType, dtype: Any = np.float64) -> Any:
     """A uniform draw per row on ``xp``, checked to lie in [0, 1]: at once when given on the
     host (``xp=np`` keeps it there), by a deferred check when given on the device."""
+    if is_cupy(xp) and not on_host(value):
+        arr = _device_row_param(value, batch, name, xp, False, dtype, finite=False)
+        if arr is not None:
+            # one flag for both checks (NaN and inf fail the range test too); its message is the
+            # host checks' own, run on the values once the call has failed
+            w = widen_exact(xp, arr) if arr.dtype == np.float32 else arr  # CuPy compares float32 flushed
+            check(~((w >= 0) & (w <= 1)), lambda: _host_error(lambda: unit_param(value.get(), batch, name, np, dtype)))
+            return arr
     arr = row_param(value, batch, name, param_xp(xp, value), dtype=dtype)
     if on_host(arr):
         if not bool(((arr >= 0) & (arr <= 1)).all()):
             raise ValueError(f"parameter {name} must lie in [0, 1], got {arr.tolist()}")
         return xp.asarray(arr)
-    w = widen_exact(xp, arr) if arr.dtype == np.float32 else arr  # CuPy compares float32 flushed
+    w = widen_exact(xp, arr) if arr.dtype == np.float32 else arr
     check(~((w >= 0) & (w <= 1)), lambda: f"parameter {name} must lie in [0, 1], got {arr.tolist()}")
     return arr
+
+
+def _host_error(validate: Callable[[], Any]) -> str:
+    """The message of the host check that ``validate`` runs (a device flag said one fails)."""
+    try:
+        validate()
+    except ValueError as e:
+        return str(e)
+    raise AssertionError("a device check failed where the host check passes")
 
 
 def nonneg(xp: ModuleType, arr: Any, name: str) -> Any:

@@ -186,3 +186,57 @@ def test_the_counter_sees_eager_reads(reads: list[int]) -> None:
     assert len(reads) == 1
     _array.as_logits(ROWS), _array.as_logits(ROWS)
     assert len(reads) == 3
+
+
+class _Device(np.ndarray):
+    """A NumPy array that answers ``.get()``, as a CuPy array does: a value handed over on the
+    device, for the code's CuPy branches with NumPy standing in (below)."""
+
+    def get(self) -> np.ndarray:
+        return np.asarray(self)
+
+
+class _StandIn:
+    """NumPy as the array module of CuPy rows (``is_cupy`` is true for any module but NumPy);
+    ``asarray`` keeps a device value's type."""
+
+    def __getattr__(self, name: str) -> Any:
+        return np.asanyarray if name == "asarray" else getattr(np, name)
+
+
+XP = _StandIn()
+
+
+@pytest.mark.parametrize("u, message", [
+    (np.array([0.1, np.nan, 0.5]), r"parameter u must be finite \(in float64\), got \[0.1, nan, 0.5\]"),
+    (np.array([0.1, 1.5, -0.5]), r"parameter u must lie in \[0, 1\], got \[0.1, 1.5, -0.5\]"),
+    (np.array([0.1, -1e-45, 0.5], np.float32), r"must lie in \[0, 1\]"),
+])
+def test_device_uniform_one_flag_host_message(u: np.ndarray, message: str, reads: list[int]) -> None:
+    """A uniform given on the device is checked by one flag (NaN and inf fail the range test);
+    the message is the host checks' own. float32 is widened exactly: a negative subnormal, which
+    CuPy's float32 comparison would read as 0, is refused as on the host."""
+    with pytest.raises(ValueError, match=message):
+        _array.unit_param(u, B, "u", np)
+    with pytest.raises(ValueError, match=message):
+        _deferred.validated(lambda: _array.unit_param(u.view(_Device), B, "u", XP))()
+    assert len(reads) == 1
+    ok = np.array([0.0, 0.5, 1.0], np.float32).view(_Device)
+    assert _deferred.validated(lambda: _array.unit_param(ok, B, "u", XP))().tolist() == [0.0, 0.5, 1.0]
+
+
+def test_device_history_checked_by_a_flag_and_sanitised(reads: list[int]) -> None:
+    """History ids on the device are checked by a deferred flag (after the NaN check registered
+    before them, before a host error after them), and ids outside the row become padding meanwhile."""
+    from gpu_impl.penalties import _history
+    h = np.array([[1, 99], [0, -7], [2, 2]]).view(_Device)
+    message = rf"history rows \[0, 1\] hold ids outside \[-1, {V}\) \(-1 is padding\)"
+    seen: list[Any] = []
+
+    def call() -> None:
+        seen.append(_history(XP, h, B, V))
+        raise KeyError("a host error after the check")
+    with pytest.raises(ValueError, match=message):
+        _deferred.validated(call)()
+    assert np.asarray(seen[0]).tolist() == [[1, -1], [0, -1], [2, 2]]
+    assert len(reads) == 1
