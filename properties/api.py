@@ -68,12 +68,13 @@ def layers_verdict(rows: Sequence[Any], engine: str, env: Any, model: Any) -> An
     return judge(rows, engine, model_norms(model), env.tensors)
 
 
-def matched_reference(model: Any, tokens: Iterable[int], storage: str) -> Any:
-    """The oracle's pass with ``storage`` rounding at every tensor and its residual bounds
-    (properties/models/matched.py)."""
+def matched_reference(model: Any, tokens: Iterable[int], storage: str, engine: str | None = None) -> Any:
+    """The oracle's pass with ``storage`` rounding at every tensor (but the outputs ``engine``'s
+    fused ops never store) and its residual bounds (properties/models/matched.py)."""
+    from properties.models.error_model import ENGINES
     from properties.models.matched import matched
 
-    return matched(model, list(tokens), storage)
+    return matched(model, list(tokens), storage, fused=ENGINES[engine].fused if engine else frozenset())
 
 
 def layers_verdict_both(env: Any, engine: str, model: Any, tensors: Any, matched_ref: Any) -> Any:

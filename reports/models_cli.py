@@ -221,7 +221,7 @@ def layers(args: argparse.Namespace) -> int:
         wanted: tuple[str, ...] = ("float32", "float16", "bfloat16") if args.explain_precision else ()
         if args.error_model is not None and engine_storage(args.error_model) != "float32":
             wanted = tuple(dict.fromkeys((*wanted, engine_storage(args.error_model))))
-        references = {s: matched_reference(model, ref.tokens, s) for s in wanted}
+        references = {s: matched_reference(model, ref.tokens, s, args.error_model) for s in wanted}
     rows, first = compare(ref.tensors, test.tensors, threshold)
     if not rows:
         raise ValueError("REF and TEST share no named tensor")

@@ -140,9 +140,17 @@ class _Pass:
         return self.emit(name, "matmul", ops.matmul(x, w.T), lambda _: np.abs(x) @ np.abs(w).T,
                          weight=weight, qtype=qt, k=w.shape[1])
 
+    def param(self, name: str) -> np.ndarray:
+        """A weight that is not a product's matrix (a norm's weight, an output scale), handed to the
+        hook as a ``weight`` site: an engine stores it in its own precision too."""
+        w = self.m.weight(name)
+        if self.hook is not None:
+            w = self.hook(Site("", "weight", self.layer, name, self.m.qtype(name), w.shape[-1] if w.ndim else 1), w)
+        return w
+
     def norm(self, x: np.ndarray, weight: str | None, name: str) -> np.ndarray:
         """RMSNorm over the last axis, times ``weight`` (none: the bare normalisation)."""
-        w = None if weight is None else self.m.weight(weight)
+        w = None if weight is None else self.param(weight)
         return self.emit(name, "rms_norm", ops.rms_norm(x, w, self.hp.rms_eps), k=x.shape[-1])
 
     def scale(self, x: np.ndarray, s: float | np.ndarray, name: str = "") -> np.ndarray:
@@ -288,7 +296,7 @@ class _Pass:
         d = self.norm(self.mlp(il, r), p + "post_ffw_norm.weight", "ffn_post_norm")
         y = self.emit("attn_ffw_laurel_gated", "add", d + r, _sum_size(d, r))
         c = self.altup_correct(il, pred, y)
-        first = self.scale(c[:, 0], self.m.weight(p + "altup_correct_scale.weight"))
+        first = self.scale(c[:, 0], self.param(p + "altup_correct_scale.weight"))
         e = self.per_layer_embedding(il, first, inputs)[:, None, :]
         rest = self.emit("", "add", c[:, 1:] + e, _sum_size(c[:, 1:], e))
         out = np.concatenate([c[:, :1], rest], axis=1)
@@ -337,7 +345,7 @@ class _Pass:
             e = self.per_layer_embedding(il, y, inputs)
             y = self.emit("" if scaled else "l_out", "add", y + e, _sum_size(y, e))
         if scaled:
-            y = self.scale(y, self.m.weight(p + "layer_output_scale.weight")[0], "l_out")
+            y = self.scale(y, self.param(p + "layer_output_scale.weight")[0], "l_out")
         return y
 
     def run(self, ids: np.ndarray, pos: np.ndarray, state: State) -> np.ndarray:

@@ -86,13 +86,16 @@ class Engine:
     gelu_table: bool
     storage: str = "float32"
     """The dtype the engine stores activations and weights in (its compute is float32)."""
+    fused: frozenset[str] = frozenset()
+    """Ops whose output the engine never stores (computed inside a fused op): gpu_impl rotates q and
+    k inside its attention op, in float32."""
 
 
 ENGINES = {
     "llama.cpp-cpu": Engine("llama.cpp-cpu", 0.0, 0.0, True, True),
     "gpu_impl-float32": Engine("gpu_impl-float32", 0.0, 0.0, False, False),
-    "gpu_impl-float16": Engine("gpu_impl-float16", U16, U16, False, False, "float16"),
-    "gpu_impl-bfloat16": Engine("gpu_impl-bfloat16", UBF16, UBF16, False, False, "bfloat16"),
+    "gpu_impl-float16": Engine("gpu_impl-float16", U16, U16, False, False, "float16", frozenset({"rope"})),
+    "gpu_impl-bfloat16": Engine("gpu_impl-bfloat16", UBF16, UBF16, False, False, "bfloat16", frozenset({"rope"})),
 }
 UNIT_ROUNDOFF = {"float32": U32, "float16": U16, "bfloat16": UBF16}
 """u of each storage dtype: half the spacing of its significands at 1 (2^-24, 2^-11, 2^-8)."""

@@ -59,16 +59,17 @@ def rounded(x: np.ndarray, storage: str) -> np.ndarray:
     return np.asarray(x).astype(_NUMPY[storage]).astype(np.float64)
 
 
-def storage_hook(storage: str, compute=None):
+def storage_hook(storage: str, compute=None, fused: frozenset[str] = frozenset()):
     """The hook that stores every op output and every weight in ``storage``, after ``compute``
     (a noise hook: the engine's float32 rounding of that op) where given. A product's input is left
-    as it is: it is an op output already stored."""
+    as it is (an op output already stored), and so is the output of an op in ``fused``, which the
+    engine computes inside another op and never stores (``Engine.fused``)."""
     def hook(site: Site, x: np.ndarray) -> np.ndarray:
         if site.op == "matmul_input":
             return x
         if compute is not None:
             x = compute(site, x)
-        return rounded(x, storage)
+        return x if site.op in fused else rounded(x, storage)
     return hook
 
 
@@ -89,15 +90,18 @@ def _rms_rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
 
 
-def matched(model: Model, tokens: Sequence[int], storage: str, *, runs: int = RUNS, seed: int = 0) -> Matched:
-    """The ``storage``-matched reference of ``model`` on ``tokens`` and its residual envelope."""
+def matched(model: Model, tokens: Sequence[int], storage: str, *, fused: frozenset[str] = frozenset(),
+            runs: int = RUNS, seed: int = 0) -> Matched:
+    """The ``storage``-matched reference of ``model`` on ``tokens`` and its residual envelope
+    (``fused``: the ops whose outputs the engine does not store)."""
     if storage not in _NUMPY:
         raise ValueError(f"storage must be one of {', '.join(STORAGE)}, got {storage!r}")
-    ref = forward(model, tokens, hook=storage_hook(storage))
+    ref = forward(model, tokens, hook=storage_hook(storage, fused=fused))
     rel = {k: 0.0 for k in ref.tensors}
     with np.errstate(over="ignore"):  # a value past the storage range is inf in the engine too
         for r in range(runs):
-            noisy = forward(model, tokens, hook=storage_hook(storage, noise_hook(COMPUTE, np.random.default_rng([seed, r]))))
+            noise = noise_hook(COMPUTE, np.random.default_rng([seed, r]))
+            noisy = forward(model, tokens, hook=storage_hook(storage, noise, fused))
             for k in rel:
                 rel[k] = max(rel[k], _rms_rel(noisy.tensors[k], ref.tensors[k]))
     return Matched(storage, ref, rel)

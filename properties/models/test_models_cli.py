@@ -121,3 +121,23 @@ def test_parity_flags_a_misleading_cosine(tmp_path, capsys):
     assert cli(["parity", str(tmp_path / "ref.npy"), str(tmp_path / "test.npy")]) == 0
     out = capsys.readouterr().out
     assert "WARNING: cosine" in out and "reference's top-1 token" in out
+
+
+def test_bfloat16_engine_judged_and_its_precision_named(tmp_path, capsys):
+    """`forward --engine gpu_impl --dtype bfloat16` on the BF16 gemma3 fixture, then `layers
+    --error-model gpu_impl-bfloat16 --explain-precision`: within the float64 bound and the matched
+    bfloat16 reference (exit 0), and named a bfloat16 engine (the first parity round, without a
+    bfloat16 model, called a correct bf16 port "structural" at `embd`)."""
+    model = runs.path("gemma3", "BF16")
+    ref, test = tmp_path / "ref.npz", tmp_path / "bf16.npz"
+    assert cli(["forward", str(model), "--tokens", TOKS, "--out", str(ref)]) == 0
+    assert cli(["forward", str(model), "--tokens", TOKS, "--engine", "gpu_impl", "--dtype", "bfloat16",
+                "--chunk", "8", "--out", str(test)]) == 0
+    capsys.readouterr()
+    rc = cli(["layers", str(ref), str(test), "--model", str(model), "--error-model", "gpu_impl-bfloat16",
+              "--explain-precision"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "verdict: within the gpu_impl-bfloat16 error model of this engine at every tensor" in out, out
+    assert "within the matched bfloat16 reference's residual at every tensor" in out, out
+    assert "precision: consistent with a bfloat16 engine" in out, out

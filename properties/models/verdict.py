@@ -236,8 +236,9 @@ def drift_envelope(engine: str, arch: str = drift_fixture.ARCH) -> Envelope:
 
 @functools.lru_cache(maxsize=None)
 def drift_matched(storage: str, arch: str = drift_fixture.ARCH) -> M.Matched:
-    """The ``storage``-matched reference of the drift model over the goldens' tokens."""
-    return M.matched(drift_model(arch), goldens.tokens(), storage)
+    """The ``storage``-matched reference of the drift model over the goldens' tokens, with the
+    stores gpu_impl's engine of that precision makes (``Engine.fused``)."""
+    return M.matched(drift_model(arch), goldens.tokens(), storage, fused=ENGINES[f"gpu_impl-{storage}"].fused)
 
 
 def judge_run(env: Envelope, engine: str, model: Model, tensors: Mapping[str, np.ndarray],
