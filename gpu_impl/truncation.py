@@ -105,7 +105,9 @@ def min_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     mk = nonneg(xp, row_param(min_keep, B, "min_keep", param_xp(xp, min_keep), integer=True), "min_keep")
     if on_device(xp, x):
         from gpu_impl import kernels
-        return kernels.min_p_rows(xp.ascontiguousarray(x), row_max, xp.asarray(p), xp.asarray(mk))
+        # p <= 1 keeps the row max (max + ln p <= max): with min_keep <= 1 no row can be short
+        short = not (on_host(p) and on_host(mk)) or bool((above_zero(np, p) & ((p > 1) | (mk > 1))).any())
+        return kernels.min_p_rows(xp.ascontiguousarray(x), row_max, xp.asarray(p), xp.asarray(mk), short)
     active = above_zero(np if on_host(p) else xp, p)
     p, mk = xp.asarray(p), xp.asarray(mk)
 

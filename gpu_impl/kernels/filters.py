@@ -2,7 +2,8 @@
 of the (descending value, ascending id) order that survives, as its last element (c, cut), then
 writes the output in one elementwise pass. Parameters arrive validated (gpu_impl's wrappers do
 that on the host); nothing in top_k, top_p or the chain synchronises with the host, so they can
-be graph-captured (min_p reads one word when it is not being captured, to skip its fallback).
+be graph-captured (min_p reads one word when it is not being captured, to skip its fallback,
+unless its host parameters already rule the fallback out).
 """
 from __future__ import annotations
 
@@ -50,10 +51,12 @@ def top_k_rows(x: Any, k: Any) -> Any:
     return mask_prefix(x, keep)
 
 
-def min_p_rows(x: Any, row_max: Any, p: Any, min_keep: Any) -> Any:
+def min_p_rows(x: Any, row_max: Any, p: Any, min_keep: Any, short_possible: bool = True) -> Any:
     """min_p: keep ``x >= max + ln p`` (float32); rows where fewer than ``max(min_keep, 1)``
     survive keep that many first instead. ``p <= 0`` rows are copied. ``row_max`` and ``p`` are
-    float32, ``min_keep`` int64."""
+    float32, ``min_keep`` int64. ``short_possible=False`` (the caller knows from host parameters
+    that every row has p <= 1 and min_keep <= 1, so the row max itself survives and no row is
+    short) skips the fallback and its one-word read."""
     import cupy as cp
     B, V = x.shape
     y = cp.empty_like(x)
@@ -64,7 +67,7 @@ def min_p_rows(x: Any, row_max: Any, p: Any, min_keep: Any) -> Any:
     short = ws[2 * B:3 * B].view(cp.int32)
     # the min_keep fallback: in a captured graph its kernels always run (rows that are not short
     # return at once); launched eagerly, one read of n_short skips them when no row is short
-    if cp.cuda.get_current_stream().is_capturing() or int(ws[3 * B]):
+    if short_possible and (cp.cuda.get_current_stream().is_capturing() or int(ws[3 * B])):
         keep = empty_prefix(cp, B)
         nth_element(x, min_keep.astype(cp.int64, copy=False), short, keep)
         mask_prefix(x, keep, only=short, out=y)

@@ -240,3 +240,18 @@ def test_device_history_checked_by_a_flag_and_sanitised(reads: list[int]) -> Non
         _deferred.validated(call)()
     assert np.asarray(seen[0]).tolist() == [[1, -1], [0, -1], [2, 2]]
     assert len(reads) == 1
+
+
+@pytest.mark.parametrize("p", [1e-45, 1e-30, 0.05, 0.5, float(np.nextafter(np.float32(1), np.float32(0))), 1.0])
+def test_min_p_at_most_1_keeps_the_row_max(p: float) -> None:
+    """Why min_p on the device skips its fallback's read when every row has p <= 1 and
+    min_keep <= 1: the threshold max + ln p (float32, ln p taken in double as the kernel does,
+    or in float32 as the array path) never exceeds the max, so the max survives and no row is
+    short. Both ways: p just above 1 can leave a row with no survivor."""
+    rows = np.concatenate([ROWS, np.array([[3e38, -3e38] * (V // 2), [1e-45] * V, [-np.inf] * V], np.float32)])
+    row_max = rows.max(axis=1)
+    for log_p in (np.float32(np.log(np.float64(np.float32(p)))), np.log(np.float32(p))):
+        with np.errstate(invalid="ignore"):
+            assert ((rows >= (row_max + log_p)[:, None]).sum(axis=1) >= 1).all()
+    above = np.float32(1.5)
+    assert ((ROWS >= (ROWS.max(axis=1) + np.log(above))[:, None]).sum(axis=1) == 0).all()
