@@ -26,7 +26,7 @@ def _history(xp: ModuleType, history: Any, B: int, V: int, ignore_out_of_vocab: 
         raise ValueError(f"history has shape {tuple(h.shape)} but must be [batch={B}, H]")
     if h.size and (h.dtype == bool or h.dtype.kind not in "iu"):
         raise ValueError(f"history must hold integer token ids, got dtype {h.dtype}")
-    h = h.astype(hx.int64)
+    h = h.astype(hx.int64, copy=False)  # never written: the checks and the sanitising make new arrays
     if ignore_out_of_vocab:
         if on_host(h):
             if bool((h < -1).any()):

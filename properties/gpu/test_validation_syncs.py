@@ -255,3 +255,12 @@ def test_min_p_at_most_1_keeps_the_row_max(p: float) -> None:
             assert ((rows >= (row_max + log_p)[:, None]).sum(axis=1) >= 1).all()
     above = np.float32(1.5)
     assert ((ROWS >= (ROWS.max(axis=1) + np.log(above))[:, None]).sum(axis=1) == 0).all()
+
+
+def test_every_public_sampler_is_a_public_call() -> None:
+    """Each public sampler of gpu_impl's sampler modules reads its checks once (softmax, whose
+    one check reads at once, and rejection_sample live elsewhere and read as before)."""
+    names = [n for n in gpu_impl.__all__ if n not in ("softmax", "rejection_sample")]
+    assert len(names) == 13
+    for fn in [getattr(gpu_impl, n) for n in names] + [llama_cpp_chain, llama_cpp_chain_dist]:
+        assert getattr(fn, "__wrapped__", None) is not None, f"{fn.__name__} is not wrapped by _deferred.validated"
