@@ -4,8 +4,9 @@ Every check on array *data* (NaN rows, rows without candidates, history ids, par
 over as device arrays) is registered as a flag plus the function that builds its error message;
 the flags of one public call are read together when it ends (one small device -> host copy on
 CuPy), and the first failing check, in the order the checks were made, raises its ``ValueError``.
-Why: on CuPy every ``bool(flag)`` is a copy that waits for all queued kernels, and a validated
-chain + dist made nine of them, which cost more than its kernels.
+Why: on CuPy every ``bool(flag)`` is a copy that waits for all queued kernels; a validated
+chain + dist made nine of them and took 3,019 us at 64 x 262,144 on an H200, against 217 us for
+its kernels replayed from a CUDA graph (docs/gpu.md).
 
 Checks on host values (shapes, dtypes, parameters given as scalars or NumPy arrays) still raise
 at once; a raise, or any exception, inside a public call first reads the flags registered before
