@@ -264,3 +264,22 @@ def test_every_public_sampler_is_a_public_call() -> None:
     assert len(names) == 13
     for fn in [getattr(gpu_impl, n) for n in names] + [llama_cpp_chain, llama_cpp_chain_dist]:
         assert getattr(fn, "__wrapped__", None) is not None, f"{fn.__name__} is not wrapped by _deferred.validated"
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+def test_cupy_array_path_with_numpy_standing_in(name: str, monkeypatch: pytest.MonkeyPatch,
+                                                reads: list[int]) -> None:
+    """The CuPy branches of the array path (rows the kernels do not take), run with NumPy as the
+    array module and the rows as a device value: the same result as on NumPy, one read."""
+    cupyx = pytest.importorskip("cupyx")
+    import gpu_impl.kernels
+    monkeypatch.setattr(gpu_impl.kernels, "fits", lambda shape: False)
+    real = _array.get_xp
+    monkeypatch.setattr(_array, "get_xp", lambda x: XP if isinstance(x, _Device) else real(x))
+    monkeypatch.setattr(cupyx, "scatter_add", np.add.at)
+    want = CALLS[name](ROWS)
+    reads.clear()
+    got = CALLS[name](ROWS.view(_Device))
+    for a, b in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
+        np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
+    assert len(reads) == 1
