@@ -5,7 +5,11 @@
   of rms 40 and max 300, 8 layers): how far its final logits moved (cosine, same top-1, KLD) next to the verdict, which
   must be "within" at every tensor;
 * ``drift_vs_bug_mutants`` = {"<mutant> on <fixture>": row}: each structural bug of the Gemma
-  port's list, with the first tensor past its bound and by how much.
+  port's list, with the first tensor past its bound and by how much;
+* ``drift_vs_bug_half_precision`` = {"<mutant> on <fixture> <precision>": row}: the same bugs in the
+  float16 and bfloat16 engines, judged by the float64 bound and the precision-matched reference;
+* ``drift_vs_bug_precision`` = {engine: {precision: ratio, "explained by": line}}: which storage
+  precision's matched reference explains each correct engine (shown as it is).
 
 Each row: final cosine (mean, min), same top-1, top-5 overlap, mean KLD, cosine misleading,
 verdict ("within" / "structural"), tensor (the first past its bound, or the closest to it), x bound,
@@ -48,12 +52,17 @@ def _rows(table: dict[str, Any], first: str) -> str:
 def drift_section(tables: dict[str, Any]) -> str:
     parts = ['<section id="drift-vs-bug"><h3>Drift or bug</h3>', f'<p class="lead">{esc(LEAD)}</p>']
     for key, title, first in (("drift_vs_bug_correct", "Correct engines on the drift model", "engine"),
-                              ("drift_vs_bug_mutants", "The Gemma port's structural bugs", "mutant on fixture")):
+                              ("drift_vs_bug_mutants", "The Gemma port's structural bugs", "mutant on fixture"),
+                              ("drift_vs_bug_half_precision", "The same bugs in float16 and bfloat16 engines "
+                               "(float64 bound and precision-matched reference)", "mutant on fixture, precision")):
         value = tables.get(key)
         if isinstance(value, dict) and value:
             parts += [f"<h4>{esc(title)}</h4>", _rows(value, first)]
         elif value is not None:
             parts.append(generic(value))
+    if tables.get("drift_vs_bug_precision") is not None:
+        parts += ["<h4>Which storage precision explains each correct engine</h4>",
+                  generic(tables["drift_vs_bug_precision"])]
     return "".join(parts) + "</section>"
 
 

@@ -125,7 +125,7 @@ def test_the_matched_reference_names_the_engines_precision(dtype, arch):
     e = M.explain({s: V.drift_matched(s, arch) for s in M.STORAGE}, tensors)
     TABLE_PRECISION[f"gpu_impl {dtype} on drift{'' if arch == 'gemma2' else '-' + arch}"] = {
         s: f"×{r:.3g} at {t}" for s, (t, r) in e.ratios.items()} | {"explained by": e.line()}
-    recording.table("drift_precision", TABLE_PRECISION)
+    recording.table("drift_vs_bug_precision", TABLE_PRECISION)
     assert e.consistent and e.best == dtype, e.line()
     assert all(e.ratios[s][1] > 1 for s in M.STORAGE[:M.STORAGE.index(dtype)]), e.line()
 
@@ -140,3 +140,10 @@ def test_matched_reference_rounds_like_the_engine():
     assert np.array_equal(M.rounded(x, "bfloat16"), round_bf16(np, x).astype(np.float64))
     assert M.rounded(x[:3], "bfloat16").tolist() == [1.0, 1 + 4 * 2**-8, -1.0]
     assert np.array_equal(M.rounded(x, "float16"), x.astype(np.float16).astype(np.float64))
+
+
+def test_report_section_shows_the_half_precision_tables():
+    low = {"q_scale_sqrt48 on drift bfloat16": {"verdict": "structural", "tensor": "kqv_out-0", "x bound": 4.43}}
+    prec = {"gpu_impl bfloat16 on drift": {"explained by": "precision: consistent with a bfloat16 engine"}}
+    html = _drift_html({"drift_vs_bug_half_precision": low, "drift_vs_bug_precision": prec})
+    assert "q_scale_sqrt48 on drift bfloat16" in html and "4.43" in html and "consistent with a bfloat16 engine" in html
