@@ -34,13 +34,18 @@ def _history(xp: ModuleType, history: Any, B: int, V: int, ignore_out_of_vocab: 
         else:
             check(h < -1, lambda: "history ids must be >= -1 (-1 is padding)")
         return xp.asarray(hx.where(h >= V, -1, h))
-    out_of_range = (h < -1) | (h >= V)
-    bad = out_of_range.any(axis=1)
+    # h + 1 in [0, V] read as unsigned: one comparison tests both ends (an id below -1 wraps to a
+    # huge value), two elementwise launches fewer on the device than (h < -1) | (h >= V)
+    out_of_range = (h + 1).view(hx.uint64) > V
+
+    def message() -> str:
+        rows = hx.nonzero(out_of_range.any(axis=1))[0].tolist()
+        return f"history rows {rows} hold ids outside [-1, {V}) (-1 is padding)"
     if on_host(h):
-        if bool(bad.any()):
-            raise ValueError(f"history rows {np.nonzero(bad)[0].tolist()} hold ids outside [-1, {V}) (-1 is padding)")
+        if bool(out_of_range.any()):
+            raise ValueError(message())
         return xp.asarray(h)
-    check(bad, lambda: f"history rows {xp.nonzero(bad)[0].tolist()} hold ids outside [-1, {V}) (-1 is padding)")
+    check(out_of_range, message)
     return xp.where(out_of_range, -1, h)
 
 
