@@ -6,7 +6,10 @@
 * parity REF TEST: llama-perplexity's KL-divergence statistics and more (oracle.models.parity);
   REF may be llama-perplexity's --kl-divergence-base file. --max-kld / --min-top1 make it a gate.
 * layers REF TEST: per tensor cosine, relative error, norm ratio in graph order; the first
-  tensor over the threshold; error growth per block; with --model, the norm weights per layer.
+  tensor over the threshold; error growth per block; with --model, the norm weights per layer;
+  --error-model E: every tensor under E's bound, and for a float16/bfloat16 engine also under the
+  precision-matched reference's residual; --explain-precision: which storage precision explains TEST.
+  Both runs must have the same token ids where both have them.
 * names [--arch A]: llama.cpp's graph names and the HF-style module names that hold the same tensors.
 
 A run (REF, TEST) is a .npz from ``forward``, a .npy of logits, or a folder of .npy / raw float32
