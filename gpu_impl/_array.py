@@ -99,9 +99,16 @@ def as_logits(logits: Any, name: str = "logits") -> tuple[ModuleType, Any, Any]:
     else:
         row_max = x.max(axis=1)  # NaN propagates through max, so one reduction finds NaN and +inf
         bad = ~(row_max < np.inf)
+    check_row_max(xp, row_max, name, bad)
+    return xp, x, row_max
+
+
+def check_row_max(xp: ModuleType, row_max: Any, name: str = "logits", bad: Any = None) -> None:
+    """The rows check of ``as_logits`` from the row max alone (NaN or +inf there means NaN or
+    +inf in the row): for rows whose max a kernel already wrote. ``bad``: the flag, if known."""
+    bad = ~(row_max < np.inf) if bad is None else bad
     check(bad, lambda: f"{name} rows {xp.nonzero(~(row_max < np.inf))[0].tolist()} contain NaN or +inf "
                        "(after conversion to float32)")
-    return xp, x, row_max
 
 
 def require_candidates(xp: ModuleType, row_max: Any, fn: str) -> None:

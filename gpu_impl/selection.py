@@ -67,6 +67,11 @@ def dist(logits: Any, u: Any) -> Any:
     whose double running sum of ``e`` is ``>= S * u``; never a token with ``e == 0``.
     """
     xp, x, row_max = as_logits(logits)
+    return dist_of_rows(xp, x, row_max, u)
+
+
+def dist_of_rows(xp: Any, x: Any, row_max: Any, u: Any) -> Any:
+    """dist on validated float32 rows and their row max (what the fused chain hands over)."""
     require_candidates(xp, row_max, "dist")
     u = unit_param(u, x.shape[0], "u", xp)
     if on_device(xp, x):

@@ -283,3 +283,64 @@ def test_cupy_array_path_with_numpy_standing_in(name: str, monkeypatch: pytest.M
     for a, b in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
         np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
     assert len(reads) == 1
+
+
+@pytest.fixture
+def fake_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device path's orchestration on the CPU: rows as device values, NumPy standing in for
+    CuPy, and each kernel entry point the chain + dist path calls replaced by NumPy code that
+    computes what the kernel computes (the kernels themselves are judged on a device)."""
+    import gpu_impl.kernels as kernels
+    from gpu_impl.engines.llama_cpp import llama_cpp_chain as chain
+    real = _array.get_xp
+    monkeypatch.setattr(_array, "get_xp", lambda x: XP if isinstance(x, _Device) else real(x))
+
+    def row_max(x: Any) -> tuple[Any, Any]:
+        m = np.asarray(x).max(axis=1)
+        return m, np.array((~(m < np.inf)).sum(), np.uint32)
+
+    def chain_rows(x: Any, rm: Any, plan: tuple[Any, ...], out_max: Any = None) -> Any:
+        k, p, m, t = plan
+        y = chain(np.asarray(x), np.full((x.shape[0], 0), -1), 0, 1.0, 0.0, 0.0, k, p, m, t)
+        if out_max is not None:
+            out_max[...] = y.max(axis=1)
+        return y.view(_Device)
+    monkeypatch.setattr(kernels, "row_max", row_max)
+    monkeypatch.setattr(kernels, "plan_chain", lambda B, V, k, p, mk_p, m, mk_m, t: (k, p, m, t))
+    monkeypatch.setattr(kernels, "chain_rows", chain_rows)
+    monkeypatch.setattr(kernels, "dist_rows", lambda x, rm, u: gpu_impl.dist(np.asarray(x), np.asarray(u)))
+
+
+def _device_call(rows: np.ndarray, u: Any, fused: bool) -> Any:
+    h = np.full((rows.shape[0], 1), -1).view(_Device)
+    args = (h, 0, 1.0, 0.0, 0.0, 40, 0.95, 0.05, 0.8)
+    x = rows.view(_Device)
+    return llama_cpp_chain_dist(x, *args, u) if fused else gpu_impl.dist(llama_cpp_chain(x, *args), u)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["chain then dist", "llama_cpp_chain_dist"])
+def test_device_chain_and_dist_orchestration(fused: bool, fake_kernels: None, reads: list[int],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """As test_public_chain_speed calls them (history and u on the device): the ids of the NumPy
+    path, one read per public call (2 for chain then dist, 9 before; 1 for llama_cpp_chain_dist,
+    which hands dist the row max the chain wrote instead of a second row-max pass); the same
+    errors."""
+    import gpu_impl.kernels as kernels
+    passes: list[int] = []
+    row_max = kernels.row_max
+    monkeypatch.setattr(kernels, "row_max", lambda x: (passes.append(1), row_max(x))[1])
+    u = np.array([0.1, 0.5, 0.9])
+    want = gpu_impl.dist(llama_cpp_chain(ROWS, np.full((B, 1), -1), 0, 1.0, 0.0, 0.0, 40, 0.95, 0.05, 0.8), u)
+    reads.clear()
+    np.testing.assert_array_equal(np.asarray(_device_call(ROWS, u.view(_Device), fused)), want)
+    assert len(reads) == (1 if fused else 2)
+    assert len(passes) == (1 if fused else 2)
+    with pytest.raises(ValueError, match=NAN_MSG):
+        _device_call(NAN, u.view(_Device), fused)
+    with pytest.raises(ValueError, match=r"dist: rows \[0\] have no finite logit to select"):
+        _device_call(EMPTY, np.array([0.1, 2.0, 0.5]).view(_Device), fused)
+    with pytest.raises(ValueError, match=r"parameter u must lie in \[0, 1\], got \[0.1, 2.0, 0.5\]"):
+        _device_call(ROWS, np.array([0.1, 2.0, 0.5]).view(_Device), fused)
+    huge = np.full((B, V), 3e38, np.float32)  # t = 0.8 overflows every kept logit to +inf
+    with pytest.raises(ValueError, match=r"logits rows \[0, 1, 2\] contain NaN or \+inf"):
+        _device_call(huge, u.view(_Device), fused)
