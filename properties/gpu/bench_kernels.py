@@ -56,8 +56,9 @@ def test_public_chain_speed(timings, shape):
     """The validated public path (gpu_impl.engines.llama_cpp_chain + gpu_impl.dist, as a user calls
     them) against its own kernels replayed from a CUDA graph and against the torch sort-based
     reference. Targets: within 1.5x of the graph at 64 x 262,144, faster than torch at both sizes.
-    Last measured (H200, 2026-11-27): 3,019 us vs 217 us graph vs 1,259 us torch at 64 x 262,144 —
-    validation's host synchronisations dominate; this test states the target until they are gone."""
+    Last measured (H200, 2026-11-27): 3,019 us vs 217 us graph vs 1,259 us torch at 64 x 262,144,
+    with 9 host synchronisations of validation on that path; they are 2 since (read from the code,
+    gpu_impl/_deferred.py), not yet timed on a device."""
     from properties.gpu.device_bench import public_chain_us
 
     t = timings(shape)
