@@ -19,34 +19,12 @@ from properties import numerics as nm
 from properties.samplers.strategies import make_logits
 from properties.zoo.conforming import MEMBERS
 from properties.zoo.near_threshold import mutant_modules
+from properties.zoo.dist_engines import seq_normaliser_wide_cdf, weighted_index_f32
 from properties.zoo.samplers import value_bugs
 
 F32 = np.float32
 CONFORMING_ROWS = [("zipf", 32000, 4), ("peaked", 32000, 4), ("flat", 262144, 3)]
 BUG_ROWS = [("zipf", 32000, 4), ("peaked", 32000, 4)]
-
-
-def seq_normaliser_wide_cdf(logits: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """p = expf(d) / S with S a sequential float32 sum (η up to γ_V), the CDF of p in double."""
-    x = np.asarray(logits, F32)
-    e = np.exp(x - x.max(axis=1, keepdims=True)).astype(F32)
-    s = np.cumsum(e, axis=1, dtype=F32)[:, -1:]
-    cdf = np.cumsum((e / s).astype(F32), axis=1, dtype=np.float64)
-    hit = cdf >= np.asarray(u)[:, None]
-    return np.where(hit.any(axis=1), np.argmax(hit, axis=1), x.shape[1] - 1)
-
-
-def weighted_index_f32(logits: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """rand's ``WeightedIndex<f32>`` over expf weights, as candle and mistral.rs sample: cumulative
-    weights summed in float32 in token order, a float32 point u·total, the first cumulative
-    weight above it (a zero weight adds nothing, so it is never chosen)."""
-    x = np.asarray(logits, F32)
-    with np.errstate(under="ignore"):
-        w = np.exp(x - x.max(axis=1, keepdims=True)).astype(F32)
-    cum = np.cumsum(w, axis=1, dtype=F32)
-    point = (np.asarray(u, dtype=np.float64).astype(F32) * cum[:, -1]).astype(F32)
-    idx = np.array([np.searchsorted(c, t, side="right") for c, t in zip(cum, point)])
-    return np.minimum(idx, x.shape[1] - 1)
 
 
 def _judge(dist, fam: str, v: int, seed: int, c: nm.Contract | None = None) -> cdf_shape.OneCdf:
@@ -93,7 +71,7 @@ def test_a_float_running_sum_fails_strict(fam, v, seed):
 
 
 # a CDF drifting past any accepted scan's γ_d; bf16 probabilities err per token with random signs,
-# which the stratified grid sees (properties/meta/test_dist_contract.py), not one CDF's shape
+# which the stratified grid sees (properties/zoo/test_dist_contract.py), not one CDF's shape
 LAW_BREAKERS = {"dist_fp16_cdf": value_bugs.dist_fp16_cdf(gpu_impl)}
 
 

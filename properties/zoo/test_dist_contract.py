@@ -19,7 +19,7 @@ from properties import stratified
 from properties.samplers.strategies import make_logits
 from properties.zoo.near_threshold import mutant_modules
 from properties.zoo.samplers import value_bugs
-from properties.zoo.test_cdf_shape import weighted_index_f32
+from properties.zoo.dist_engines import weighted_index_f32
 
 F32 = np.float32
 N = 2**12
