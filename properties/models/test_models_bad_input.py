@@ -21,7 +21,7 @@ def _not_a_model(tmp_path: Path, kind: str) -> Path:
     else:  # a valid GGUF of an architecture the passes do not know
         def fill(w: gguf.GGUFWriter) -> None:
             w.add_tensor("token_embd.weight", np.zeros((4, 8), np.float32))
-        gguf_gen._write(p, "mamba", fill)
+        gguf_gen.write_atomically(p, "mamba", fill)
     return p
 
 
@@ -71,7 +71,7 @@ def test_missing_tensor_is_named(tmp_path):
         gguf_gen.add_geometry(w, gguf_gen.HIDDEN, 2, gguf_gen.N_FF, gguf_gen.N_HEAD, gguf_gen.N_KV, n_ctx=64)
         for name, v in weights.items():
             w.add_tensor(name, v)
-    path = gguf_gen._write(tmp_path / "holey.gguf", "llama", fill)
+    path = gguf_gen.write_atomically(tmp_path / "holey.gguf", "llama", fill)
     with pytest.raises(ValueError, match="blk.1.ffn_down.weight"):
         forward(load_model(path), [1, 2])
     with pytest.raises(ValueError, match="blk.1.ffn_down.weight"):

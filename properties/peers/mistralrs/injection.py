@@ -10,13 +10,13 @@ meant for iid draws gives them a logit far below the rest, so that EOS is never 
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import gguf
 import numpy as np
 
 from fixtures import logit_injection as inj
+from fixtures.gguf_gen import write_atomically
 
 SPECIAL = 3  # <unk>, <s>, </s>
 TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
@@ -49,28 +49,10 @@ def write(path: os.PathLike[str] | str, rows: np.ndarray, context: int = 8192) -
         raise ValueError(f"a row of {v} tokens leaves none after the {SPECIAL} special ones")
     d = inj.embedding_dim(r)
     weights = inj.tensors(rows, d)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".part")
-    os.close(fd)
-    try:
-        w = gguf.GGUFWriter(tmp, "llama")
-        w.add_name(f"logitcheck-injection-{v}x{d}-mistralrs")
-        w.add_file_type(0)
-        w.add_context_length(context)
-        w.add_embedding_length(d)
-        w.add_block_count(1)
-        w.add_feed_forward_length(inj.N_FF)
-        w.add_head_count(1)
-        w.add_head_count_kv(1)
-        w.add_layer_norm_rms_eps(0.0)
-        w.add_rope_dimension_count(d)
-        w.add_rope_freq_base(10000.0)
-        w.add_vocab_size(v)
-        w.add_tokenizer_model("llama")
-        w.add_token_list([piece(i) for i in range(v)])
-        w.add_token_scores([0.0] * v)
-        w.add_token_types([2, 3, 3] + [1] * (v - SPECIAL))
+
+    def fill(w: gguf.GGUFWriter) -> None:
+        inj.add_header(w, f"logitcheck-injection-{v}x{d}-mistralrs", 0, context, d, [piece(i) for i in range(v)],
+                       [2, 3, 3] + [1] * (v - SPECIAL))
         w.add_bos_token_id(1)
         w.add_eos_token_id(2)
         w.add_unk_token_id(0)
@@ -78,12 +60,4 @@ def write(path: os.PathLike[str] | str, rows: np.ndarray, context: int = 8192) -
         w.add_chat_template(TEMPLATE)
         for name, values in weights.items():
             w.add_tensor(name, values)
-        w.write_header_to_file()
-        w.write_kv_data_to_file()
-        w.write_tensors_to_file()
-        w.close()
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return write_atomically(Path(path), "llama", fill)
