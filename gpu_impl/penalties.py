@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import above_zero, as_logits, is_cupy, on_host, param_xp, row_param
+from gpu_impl._array import above_zero, as_logits, is_cupy, on_host, param_xp, quiet, row_param
 from gpu_impl._deferred import check, validated
 
 
@@ -100,7 +100,8 @@ def penalised(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any,
     c = counts[rows, ids]
     old = x[rows, ids]
     r = repeat[:, None]
-    new = xp.where(old <= 0, old * r, old / r) - (c.astype(xp.float32) * freq[:, None] + present[:, None])
+    with quiet():  # a huge logit over a small penalty overflows to inf, as float32 arithmetic does
+        new = xp.where(old <= 0, old * r, old / r) - (c.astype(xp.float32) * freq[:, None] + present[:, None])
     out = x.copy()
     out[rows, ids] = xp.where(c > 0, new, old)
     return xp, out, None, True

@@ -18,9 +18,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 import gpu_impl
 from properties.backends import Impl, NotCovered
-from properties.engines.engine_chains import CHAINS, chain_cases, check_chain
 from properties.engines.logprobs_checks import PROPERTIES as LOGPROBS
-from properties.engines.records import ENGINE_RECORDS
+from properties.engines.suite import properties as engine_properties
 from properties.ops.suite import PROPERTIES as OPS
 from properties.property import Property
 from properties.protocol.harness import exec_module
@@ -97,11 +96,8 @@ def room(part: str) -> list[tuple[Property, str]]:
         return [(p.at("float32"), "sub") for p in OPS if "float32" in p.points()]
     if part == "quants":
         return [(p.at(r), "sub") for p in QUANTS for r in p.points()]
-    out = [p.at((r, "float32")) for r in ENGINE_RECORDS for p in PER_RECORD if p.applies(r)]
-    out += [Property(f"chain survivors/{c.name}", lambda point, c=c, **kw: chain_cases(c),
-                     lambda impl, point, case, c=c: check_chain(impl, c, case), frozenset({c.impl_name}))
-            for c in CHAINS]
-    return [(p, "top") for p in out] + [(p, "sub") for p in LOGPROBS]
+    # the engine room's own property table (per-record, exact boundaries, whole chains, engines.softmax, seeds)
+    return [(p, "top") for p in engine_properties()] + [(p, "sub") for p in LOGPROBS]
 
 
 def judged_by(qualified: str) -> list[tuple[Property, str]]:
