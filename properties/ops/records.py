@@ -154,7 +154,8 @@ OP_RECORDS: list[OpRecord] = [
              "8 u of |x| + |y|"),
     OpRecord("silu", "silu", _rows("silu", VALUE_FAMS), m.gate_model, "8 u of |x| + |y|"),
     OpRecord("swiglu", "swiglu", _rows("swiglu", VALUE_FAMS), m.gated_product_model, "10 u of (|g| + |silu g|)·|up|"),
-    OpRecord("geglu", "geglu", _rows("geglu", VALUE_FAMS, st.just({"approximate": "tanh"})), m.gated_product_model,
+    OpRecord("geglu", "geglu", _rows("geglu", VALUE_FAMS, st.fixed_dictionaries(
+        {"approximate": st.sampled_from(["tanh", "none"])})), m.gated_product_model,
              "10 u of (|g| + |gelu g|)·|up|"),
     OpRecord("softcap", "softcap", _rows("softcap", LOGIT_FAMS + ("wide",), st.fixed_dictionaries(
         {"cap": st.sampled_from([30.0, 50.0, 15.0, 1.0, 100.0])})), m.softcap_model, "8 u relative"),
