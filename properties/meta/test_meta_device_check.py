@@ -42,3 +42,24 @@ def test_no_smoke_file_leaves_the_suite_as_it_was(tmp_path: Path) -> None:
     written = json.loads((tmp_path / "results.json").read_text())
     assert len(written["tests"]) == 1
     assert next(v for v in verdicts(written) if v.area.key == "gpu").label == "NOT RUN"
+
+
+def test_a_step_stopped_at_its_time_limit_still_names_what_failed(tmp_path: Path) -> None:
+    """The suite step once ran past its limit on an H100 with nine failures and reported
+    "0 tests, None failed": its JUnit XML is written only at the end. The verbose log is read
+    instead, one verdict per test (the summary's own FAILED lines come only at the end)."""
+    from reports.device_check import _log_counts
+
+    log = tmp_path / "suite.log"
+    log.write_text("\n".join([
+        "properties/samplers/test_a.py::test_x[top_k] ",
+        "[gw0] [  1%] PASSED properties/samplers/test_a.py::test_x[top_k] ",
+        "[gw1] [  2%] FAILED properties/zoo/test_z.py::test_m[q5] ",
+        "[gw2] [  3%] SKIPPED properties/peers/test_p.py::test_y ",
+        "properties/ops/test_o.py::test_w PASSED                [  4%]",
+        "[gw3] [  5%] ERROR properties/ops/test_o.py::test_e ",
+    ]))
+    got = _log_counts(log)
+    assert got == {"tests": 5, "failed": 2, "skipped": 1, "incomplete": True,
+                   "failures": ["properties/ops/test_o.py::test_e", "properties/zoo/test_z.py::test_m[q5]"]}
+    assert _log_counts(tmp_path / "absent.log") == {"tests": 0, "failed": None}

@@ -20,13 +20,10 @@ import gpu_impl
 import gpu_impl.engines as base
 from gpu_impl.engines import seeded
 from properties.zoo.runner import Mutant, replaced, swapped
+from properties.zoo.runner import host as _host
 
 Build = Callable[[ModuleType], Callable[..., Any]]
 """gpu_impl.engines (or gpu_impl, for ``rejection_sample``) -> the replacing function."""
-
-
-def _host(a: Any) -> np.ndarray:
-    return np.asarray(a.get() if hasattr(a, "get") else a)
 
 
 def _rows(v: Any, b: int, dtype=np.float64) -> np.ndarray:

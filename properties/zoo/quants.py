@@ -13,7 +13,7 @@ from unittest import mock
 import numpy as np
 
 from properties.quants.suite import PROPERTIES
-from properties.zoo.runner import Domain, Mutant, Property
+from properties.zoo.runner import Domain, Mutant, Property, like
 
 Patch = tuple[str, str, Any]
 """(module under gpu_impl.quants, attribute, replacement)."""
@@ -32,7 +32,7 @@ def _swapped_nibbles(packed):
 
 
 def _msb_first_bits(word_bytes):
-    shifts = np.arange(7, -1, -1, dtype=np.uint8)
+    shifts = like(np.arange(7, -1, -1, dtype=np.uint8), word_bytes)  # CuPy does not mix in NumPy arrays
     return ((word_bytes[:, :, None] >> shifts) & 1).reshape(word_bytes.shape[0], -1)
 
 

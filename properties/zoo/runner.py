@@ -74,6 +74,20 @@ def swapped(base: ModuleType, label: str, **functions: Callable) -> ModuleType:
     return mod
 
 
+def host(x: Any) -> np.ndarray:
+    """A NumPy copy of a NumPy or CuPy array, or of a Python scalar: a mutant that works on the
+    host calls this instead of ``np.asarray``, which CuPy refuses (no implicit conversion)."""
+    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
+
+
+def like(x: np.ndarray, ref: Any) -> Any:
+    """``x`` on ``ref``'s backend: a CuPy array where ``ref`` is one, else ``x`` unchanged."""
+    if isinstance(ref, np.ndarray) or not hasattr(ref, "get"):
+        return x
+    import cupy
+    return cupy.asarray(x)
+
+
 def hunt_and_replay(mutant: "Mutant", domain: "Domain", backend: str, table: str, rows: dict[str, dict]
                     ) -> "Result":
     """Hunt ``mutant`` to its first kill with the profile's budget, record its row in ``table``

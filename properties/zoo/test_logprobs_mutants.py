@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from properties.engines.logprobs_checks import PROPERTIES
-from properties.zoo.runner import Domain, Mutant, hunt_and_replay, replaced, swapped
+from properties.zoo.runner import Domain, Mutant, host, hunt_and_replay, replaced, swapped
 
 
 def _module(base: types.ModuleType, name: str, **fns) -> types.ModuleType:
@@ -33,7 +33,7 @@ def _zero(base):
 
 def _host(x) -> np.ndarray:
     """A float32 host copy of a NumPy or CuPy array (the mutant runs on every backend)."""
-    return np.asarray(x.get() if hasattr(x, "get") else x, dtype=np.float32)
+    return host(x).astype(np.float32, copy=False)
 
 
 def _raw_for_processed(base):

@@ -26,15 +26,17 @@ import numpy as np
 from gpu_impl import speculative as gs
 from properties.speculative import PROPERTIES
 from properties.zoo.near_threshold import NearMutant
-from properties.zoo.runner import Domain, Mutant, replaced, swapped
+from properties.zoo.runner import Domain, Mutant, host, like, replaced, swapped
 
 TILE = 1024
 
 
 def _settings(p: np.ndarray, top_k: Any, top_p: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row settings on the host (scalars, NumPy or CuPy arrays): the mutants compute on the
+    host on every backend and hand the caller's backend its arrays back."""
     B = p.shape[0]
-    return (np.broadcast_to(np.asarray(top_k, dtype=np.int64), (B,)),
-            np.broadcast_to(np.asarray(top_p, dtype=np.float32), (B,)))
+    return (np.broadcast_to(host(top_k).astype(np.int64), (B,)),
+            np.broadcast_to(host(top_p).astype(np.float32), (B,)))
 
 
 def _per_row(fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], p: np.ndarray, k: np.ndarray,
@@ -67,18 +69,18 @@ def _top_p_by_value(p: np.ndarray, k: np.ndarray, tp: np.ndarray) -> np.ndarray:
 
 def speculative_boundary_ties_accepted(base: ModuleType) -> Callable[..., Any]:
     def rejection_sample(target_probs, draft_probs, draft_tokens, accept_u, residual_u, top_k=0, top_p=1.0):
-        p = np.asarray(target_probs, dtype=np.float32)
+        p = host(target_probs).astype(np.float32, copy=False)
         k, tp = _settings(p, top_k, top_p)
-        out = _per_row(_top_k_by_value, p, k, tp)
+        out = like(_per_row(_top_k_by_value, p, k, tp), target_probs)
         return base.rejection_sample(out, draft_probs, draft_tokens, accept_u, residual_u, 0, top_p)
     return rejection_sample
 
 
 def speculative_top_p_boundary_ties(base: ModuleType) -> Callable[..., Any]:
     def rejection_sample(target_probs, draft_probs, draft_tokens, accept_u, residual_u, top_k=0, top_p=1.0):
-        p = np.asarray(target_probs, dtype=np.float32)
+        p = host(target_probs).astype(np.float32, copy=False)
         k, tp = _settings(p, top_k, top_p)
-        out = _per_row(_top_p_by_value, p, k, tp)
+        out = like(_per_row(_top_p_by_value, p, k, tp), target_probs)
         return base.rejection_sample(out, draft_probs, draft_tokens, accept_u, residual_u, 0, 1.0)
     return rejection_sample
 
@@ -92,18 +94,18 @@ def _tile_draw(w: np.ndarray, r: np.ndarray, full: int) -> np.ndarray:
 
 def speculative_tile_edge(base: ModuleType) -> Callable[..., Any]:
     def rejection_sample(target_probs, draft_probs, draft_tokens, accept_u, residual_u, top_k=0, top_p=1.0):
-        tokens, n = base.rejection_sample(target_probs, draft_probs, draft_tokens, accept_u, residual_u, top_k, top_p)
-        p = np.asarray(target_probs, dtype=np.float32)
-        q = np.asarray(draft_probs, dtype=np.float32)
+        tokens_in, n = base.rejection_sample(target_probs, draft_probs, draft_tokens, accept_u, residual_u, top_k, top_p)
+        p = host(target_probs).astype(np.float32, copy=False)
+        q = host(draft_probs).astype(np.float32, copy=False)
         B, K1, V = p.shape
         full = (V // TILE) * TILE
         if full in (0, V):
-            return tokens, n
+            return tokens_in, n
         k, tp = _settings(p, top_k, top_p)
         f = _per_row(lambda x, kk, tt: gs._filter(np, x, kk, tt), p, k, tp)  # the target's filters, done right
-        r = np.asarray(residual_u, dtype=np.float64)
-        tokens = tokens.copy()
-        stop = np.asarray(n) - 1
+        r = host(residual_u).astype(np.float64)
+        tokens = host(tokens_in).copy()
+        stop = host(n) - 1
         shared = f.strides[0] == 0 and q.strides[0] == 0  # every row has the same target and draft
         for s in np.unique(stop):
             rows = np.flatnonzero(stop == s)
@@ -113,7 +115,7 @@ def speculative_tile_edge(base: ModuleType) -> Callable[..., Any]:
                 w = w if w.sum() > 0 else ps
                 at = rows if shared else np.array([b])
                 tokens[at, s] = _tile_draw(w, r[at, s], full)
-        return tokens, n
+        return like(tokens, tokens_in), n
     return rejection_sample
 
 
