@@ -46,3 +46,14 @@ def shadowed() -> list[str]:
             out.append(f"the module {name!r} at {where} shadows logitcheck's package {name!r} (in {home}): "
                        f"rename your module, or run logitcheck from a directory (and PYTHONPATH) without it")
     return out
+
+
+def checkout_env(**extra: str) -> dict[str, str]:
+    """The environment for a child Python that must import this checkout's packages: the checkout
+    first on ``PYTHONPATH``, the caller's own entries kept after it (a run that found its
+    dependencies through ``PYTHONPATH``, as the device image's does, would else lose them)."""
+    import os
+
+    root = str(Path(__file__).resolve().parents[1])
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}

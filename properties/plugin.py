@@ -5,6 +5,7 @@ implementation lacks into a visible NOT COVERED skip."""
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import platform
 from contextlib import contextmanager
@@ -115,6 +116,10 @@ def pytest_configure(config: pytest.Config) -> None:
         _FUNCTIONS["chosen"] = chosen
     numerics.use_contract(config.getoption("--contract"))
     config.pluginmanager.register(FailingCases(), "logitcheck-failing-cases")
+    results = config.getoption("--lc-results")
+    if results and not hasattr(config, "workerinput"):  # the controller (or a run without xdist)
+        _STREAM["path"] = Path(str(results) + ".failures.jsonl")
+        _STREAM["path"].unlink(missing_ok=True)
     # --backend cupy on a machine that cannot run it must not look like a green run of skips
     if config.getoption("--backend") == "cupy":
         reason = cupy_device_reason()
@@ -205,6 +210,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 
 _JUDGED: dict[str, dict[str, int]] = {}
+_STREAM: dict[str, Path] = {}
+
+
+def _stream_failure(row: dict) -> None:
+    """With ``--lc-results PATH``: each failure's row appended to ``PATH.failures.jsonl`` as it
+    happens, so a run killed at a time limit (a device step, a CI job) still says what failed and
+    why; the results file itself is written only at the end."""
+    path = _STREAM.get("path")
+    if path is not None:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row, default=str) + "\n")
 
 
 def _tally(report: pytest.TestReport) -> None:
@@ -245,6 +261,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
                 text = text[:room // 3] + "\n[...]\n" + text[-(room - room // 3):]
             row["reason"] = first + text
             row["failure"] = dict(report.user_properties).get("logitcheck_failure", {})
+            _stream_failure(row)
         _OUTCOMES.append(row)
         _ROWS.append(_verdict_row(report, row))
 

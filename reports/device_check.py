@@ -7,7 +7,8 @@ Steps, each with its own time limit so that one slow step cannot starve the othe
    NumPy vs CuPy backends on fp32/fp16/bf16, a chain replayed from a CUDA graph);
 3. benchmarks: ``properties.gpu.device_bench.run_all`` (each kernel and the default chain against
    the torch sort-based reference and the one-read bandwidth floor);
-4. suite: the whole property suite with ``--backend cupy`` (pytest-xdist workers when installed);
+4. suite: the property suite with ``--backend cupy`` (pytest-xdist workers when installed), less
+   the rooms that never run on the backend (``HOST_ONLY_ROOMS``; ``--all-rooms`` keeps them);
 5. report: ``OUT/results.json`` and ``OUT/index.html`` with the GPU tables added.
 Exit status 0 when smoke and suite passed, 1 otherwise (2: no page could be written).
 """
@@ -25,6 +26,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+HOST_ONLY_ROOMS = ("meta", "peers", "protocol")
+"""Rooms the suite step leaves out: their tests judge the oracle against real engines (peers),
+drive harness processes (protocol) or judge the judge on NumPy (meta), never through
+``--backend``, so they run the same on CPU CI (a meta test holds that). They were about a quarter
+of the suite's tests and its slowest subprocess runs: the whole suite did not finish in 280 s on
+an H100 with 16 workers, inside a device budget of 15 minutes for two device-checks."""
 
 
 def add_parser(sub: Any) -> None:
@@ -39,7 +46,9 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--suite-timeout", type=int, default=420,
                    help="seconds for the suite step (default 420: it took over 250 s on an H100 with 15 workers)")
     d.add_argument("--suite-paths", default="properties",
-                   help="comma-separated test paths of the suite step (default: the whole suite)")
+                   help="comma-separated test paths of the suite step (default: every room that runs on the backend)")
+    d.add_argument("--all-rooms", action="store_true",
+                   help=f"the suite step also runs the host-only rooms ({', '.join(HOST_ONLY_ROOMS)})")
     d.add_argument("--skip", default="", help="comma-separated steps to leave out: smoke, bench, suite")
     d.set_defaults(handler=device_check)
 
@@ -59,9 +68,31 @@ def _pytest(args: list[str], out: Path, name: str, workers: int, timeout: int) -
         except subprocess.TimeoutExpired:
             code = "timeout"
     counts = _junit_counts(out / f"{name}.xml") if code != "timeout" else _log_counts(out / f"{name}.log")
-    res = {"step": name, "exit": code, "seconds": round(time.monotonic() - t0, 1), **counts}
+    res = {"step": name, "exit": code, "seconds": round(time.monotonic() - t0, 1), **counts,
+           "why": _streamed_whys(args)}
     print(f"device-check: {name}: {res}", flush=True)
     return res
+
+
+def _streamed_whys(args: list[str]) -> dict[str, str]:
+    """Each failed test's first reason line, from the failures the plugin streams next to the
+    step's ``--lc-results`` file as they happen (there also when the step was stopped)."""
+    if "--lc-results" not in args:
+        return {}
+    path = Path(args[args.index("--lc-results") + 1] + ".failures.jsonl")
+    whys: dict[str, str] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return whys
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        why = (row.get("failure") or {}).get("why") or row.get("reason", "")
+        whys[row["nodeid"]] = " ".join(str(why).split())[:400]
+    return whys
 
 
 def _junit_counts(path: Path) -> dict[str, Any]:
@@ -78,6 +109,12 @@ def _junit_counts(path: Path) -> dict[str, Any]:
 
 
 _VERDICT = re.compile(r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)")
+
+
+def _nodeid(junit_name: str) -> str:
+    """JUnit's ``pkg.mod::test[x]`` as pytest's ``pkg/mod.py::test[x]``."""
+    mod, _, test = junit_name.partition("::")
+    return f"{mod.replace('.', '/')}.py::{test}"
 
 
 def _log_counts(path: Path) -> dict[str, Any]:
@@ -120,7 +157,8 @@ def device_check(args: argparse.Namespace) -> int:
         bench = _bench(out, args.bench_timeout)
     if "suite" not in skip:
         paths = [p.strip() for p in args.suite_paths.split(",") if p.strip()]
-        steps.append(_pytest([*paths, "--ignore=properties/gpu", "--backend", "cupy", "--hypothesis-profile", args.profile,
+        host_only = [] if args.all_rooms else [f"--ignore=properties/{r}" for r in HOST_ONLY_ROOMS]
+        steps.append(_pytest([*paths, "--ignore=properties/gpu", *host_only, "--backend", "cupy", "--hypothesis-profile", args.profile,
                               "--lc-results", str(out / "results.json")], out, "suite", args.workers,
                              args.suite_timeout))
     written = _report(out, steps, bench)
@@ -131,6 +169,9 @@ def device_check(args: argparse.Namespace) -> int:
               f"exit {s['exit']}, {s['seconds']} s{cut}")
         for f in s.get("failures") or []:
             print(f"    FAILED {f}")
+            why = (s.get("why") or {}).get(f) or (s.get("why") or {}).get(_nodeid(f))
+            if why:
+                print(f"      WHY {why}")
     if bench.get("table"):
         print(bench["table"])
     if not written:
@@ -181,7 +222,7 @@ def _report(out: Path, steps: list[dict[str, Any]], bench: dict[str, Any]) -> bo
                    "tests": [], "worst_error": [], "examples": [], "tables": {}}
     _merge_smoke(results, out / "smoke-results.json")
     tables = results.setdefault("tables", {})
-    tables["gpu_device_check"] = [{k: v for k, v in s.items() if k != "failures"} for s in steps]
+    tables["gpu_device_check"] = [{k: v for k, v in s.items() if k not in ("failures", "why")} for s in steps]
     if bench.get("timings"):
         tables["gpu_kernel_timings"] = bench["timings"]
         tables["gpu_device"] = {"device": bench.get("device"), "copy_bandwidth_GBps": bench.get("copy_bandwidth_GBps"),

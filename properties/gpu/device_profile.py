@@ -91,6 +91,38 @@ def stage_times(B: int, V: int) -> dict[str, float]:
     return t
 
 
+def public_path_profile(B: int, V: int, calls: int = 100, top: int = 25) -> dict[str, Any]:
+    """The validated public ``llama_cpp_chain`` + ``dist`` under cProfile: wall time per call of
+    each piece and the functions with the most own time (the host side's cost, which the
+    graph-replayed kernels do not pay), so the next change to that path aims at what it costs."""
+    import cProfile
+    import io
+    import pstats
+
+    import cupy as cp
+
+    import gpu_impl
+    from gpu_impl.engines import llama_cpp_chain
+    from properties.gpu.device_bench import DEFAULT
+    x = cp.asarray(normal_rows(B, V))
+    u = cp.asarray(per_row([0.1, 0.5, 0.9], B))
+    hist = cp.full((B, 1), -1, cp.int64)
+    args = (x, hist, 0, 1.0, 0.0, 0.0, DEFAULT["k"], DEFAULT["p"], DEFAULT["m"], DEFAULT["t"])
+    y = llama_cpp_chain(*args)
+    timings = {"chain": host_us(lambda: llama_cpp_chain(*args), calls),
+               "dist": host_us(lambda: gpu_impl.dist(y, u), calls),
+               "chain + dist": host_us(lambda: gpu_impl.dist(llama_cpp_chain(*args), u), calls)}
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        gpu_impl.dist(llama_cpp_chain(*args), u)
+    cp.cuda.Device().synchronize()
+    prof.disable()
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(top)
+    return {"host_us_per_call": timings, "calls": calls, "profile": text.getvalue()}
+
+
 def main(path: str) -> None:
     result: dict[str, Any] = {"host_us_per_call": launch_costs()}
     for name, us in result["host_us_per_call"].items():
@@ -104,4 +136,11 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "device_profile.json")
+    if sys.argv[1:2] == ["public"]:  # python -m properties.gpu.device_profile public OUT.json
+        got = {f"{B}x{V}": public_path_profile(B, V) for B, V in ((64, 262144), (1, 262144))}
+        for shape, r in got.items():
+            print(shape, r["host_us_per_call"], "\n", r["profile"], flush=True)
+        with open(sys.argv[2] if len(sys.argv) > 2 else "public_profile.json", "w") as f:
+            json.dump(got, f, indent=1)
+    else:
+        main(sys.argv[1] if len(sys.argv) > 1 else "device_profile.json")

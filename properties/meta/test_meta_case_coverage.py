@@ -4,11 +4,12 @@ many; one that answers unsupported for every case is NOT COVERED. Run in a subpr
 ``properties/meta/impls/partly_unsupported.py``."""
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+from properties.packages import checkout_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +19,7 @@ def test_an_unsupported_case_leaves_the_other_cases_judged():
         [sys.executable, "-m", "pytest", "properties/engines/test_variants.py", "-q", "-p", "no:cacheprovider", "-n", "0",
          "-k", "test_engine_impl_matches_oracle and (transformers.top_p or transformers.min_p) and float32",
          "--impl", "properties.meta.impls.partly_unsupported", "--hypothesis-profile=ci", "-W", "ignore", "-rs"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=900)
+        cwd=ROOT, env=checkout_env(), capture_output=True, text=True, timeout=900)
     out = proc.stdout
     judged = re.search(r"test_engine_impl_matches_oracle\[transformers\.top_p-float32\]: judged on (\d+) of (\d+) cases "
                        r"\((\d+) answered unsupported\)", out)

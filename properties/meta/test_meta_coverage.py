@@ -6,11 +6,11 @@ called by a test that takes the implementation, with each parameter varied over 
 optional arguments each test sends, which docs/judge-your-engine.md must hold as generated."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
+from properties.packages import checkout_env
 from properties.backends import CALL_LOG_ENV
 from properties.meta.coverage import gaps, optional_sent, optional_table, read_log, table_in
 from properties.profiles import current_profile
@@ -27,7 +27,7 @@ DOC_SCOPE = tuple(f for f in SCOPE if f.startswith("engines.") or f == "rejectio
 
 def test_every_function_is_judged_at_every_argument(tmp_path):
     log = tmp_path / "calls.jsonl"
-    env = {**os.environ, CALL_LOG_ENV: str(log), "PYTHONPATH": str(ROOT)}
+    env = checkout_env(**{CALL_LOG_ENV: str(log)})
     # one process per group: measured, the engine and speculative rooms in one process stalled after 25 min
     for rooms in ROOMS:
         proc = subprocess.run([sys.executable, "-m", "pytest", *rooms, "--judged-only", "-q", "-p", "no:cacheprovider",

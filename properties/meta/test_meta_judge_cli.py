@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from properties import calls, verdict
-from properties.packages import PACKAGES, shadowed
+from properties.packages import PACKAGES, checkout_env, shadowed
 from properties.verdict import Row
 from reports import judge_cli
 from reports.progress import Progress
 
 ROOT = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+ENV = checkout_env()
 
 
 # --- grouping and the per-function verdict (no run) ----------------------------------------------
@@ -328,3 +328,14 @@ def test_the_plugin_registers_every_marker_the_suite_uses(tmp_path):
     builtin = {"parametrize", "skip", "skipif", "xfail", "usefixtures", "filterwarnings"}
     assert {"peer", "slow", "benchmark", "calls"} <= registered
     assert sorted(used - registered - builtin) == []
+
+
+def test_a_child_python_keeps_the_callers_path(monkeypatch):
+    """The device image has no package index: gguf is unpacked to a folder on PYTHONPATH. A child
+    run that replaced PYTHONPATH with the checkout lost it (the judge's subprocess failed to import
+    gguf on an H100); the checkout goes first and the caller's entries stay."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/tmp/site", "/opt/x"]))
+    env = checkout_env(EXTRA="1")
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(ROOT), "/tmp/site", "/opt/x"] and env["EXTRA"] == "1"
+    monkeypatch.delenv("PYTHONPATH")
+    assert checkout_env()["PYTHONPATH"] == str(ROOT)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from properties.packages import checkout_env
 from properties.peers.legality import PeerOutput  # the answer form the one judge reads
 
 TOKEN_DATA = np.dtype([("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
@@ -294,7 +294,7 @@ def _probe_main() -> None:
 def probe() -> dict[str, str | None]:
     """Run the risky calls in a child process; {probe: None if it worked, else why not}."""
     keys = ("dry_null_vocab", "dry_testing")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = checkout_env()
     try:
         proc = subprocess.run([sys.executable, "-m", "properties.peers.llama_cpp.adapter", "--probe"], cwd=_REPO_ROOT,
                               env=env, capture_output=True, text=True, timeout=120)
@@ -309,7 +309,7 @@ def probe() -> dict[str, str | None]:
 def crash_witness_dry_testing_disabled(multiplier: float = 0.0, last_n: int = 64) -> int:
     """Exit status of a child process that calls llama_sampler_init_dry_testing(multiplier, 1.75, 2,
     last_n, {{1}}): a negative status is the signal that killed it."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
+    env = checkout_env()
     proc = subprocess.run([sys.executable, "-m", "properties.peers.llama_cpp.adapter", "--dry-testing-disabled",
                            repr(float(multiplier)), str(int(last_n))],
                           cwd=_REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
