@@ -123,3 +123,10 @@ def shadowed_packages() -> list[str]:
     from properties.packages import shadowed
 
     return shadowed()
+
+
+def judged_line(nodeid: str, cases: int, unsupported: int) -> str:
+    """"NODEID: judged on N of M cases (U answered unsupported)", as the terminal summary says it."""
+    from properties.case_coverage import judged_line as line
+
+    return line(nodeid, cases, unsupported)

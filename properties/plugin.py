@@ -251,6 +251,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _tally(report)
         row = {"nodeid": report.nodeid, "outcome": report.outcome, "duration": round(report.duration, 3),
                "reason": "", "judged": bool(dict(report.user_properties).get("logitcheck_judges_impl"))}
+        cases = dict(report.user_properties).get(case_coverage.PROPERTY)
+        if cases and not report.skipped:  # some cases answered unsupported, the others judged
+            row["cases"] = {"judged": cases["cases"] - cases["unsupported"], "of": cases["cases"]}
         if report.skipped and isinstance(report.longrepr, tuple):
             row["reason"] = report.longrepr[2]
         elif report.failed:  # for the report: the crash line first, then the trace's head and tail

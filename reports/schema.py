@@ -22,7 +22,9 @@ Top level::
   tests           one row per test: nodeid, outcome (passed | failed | skipped | error), duration (s),
                   reason (skip reason, or the failure's crash line then the trace's head and tail,
                   <= 2,000 characters), judged (true when the test takes the implementation: impl,
-                  oimpl or qimpl; the first screen counts what judged it); failed rows also carry
+                  oimpl or qimpl; the first screen counts what judged it); cases ({judged, of}: only on
+                  a test some of whose cases the implementation answered unsupported, the others
+                  judged: NOT COVERED per case); failed rows also carry
     failure           the fields of the check's ``properties.failure.Failure``: {property, record, dtype,
                       case, why, category, rerun, and error_u, bound_u, ratio only when the property
                       measured an error in units of u}; the case is hypothesis' shrunk example (its

@@ -172,12 +172,25 @@ def header(results: dict[str, Any], verdicts: list[Verdict], changes_line: str =
 </header>"""
 
 
+def partly_judged(tests: list[dict[str, Any]]) -> list[str]:
+    """"NODEID: judged on N of M cases" for each test some of whose cases were answered
+    unsupported (the rest judged; ``case_coverage``)."""
+    from properties.api import judged_line
+
+    return [judged_line(str(t["nodeid"]), int(t["cases"]["of"]), int(t["cases"]["of"]) - int(t["cases"]["judged"]))
+            for t in sorted(tests, key=lambda t: str(t.get("nodeid"))) if isinstance(t, dict) and t.get("cases")]
+
+
 def not_covered_section(results: dict[str, Any]) -> str:
     nc = not_covered(results.get("meta") or {}, results.get("tests") or [])
     body = ("<p>Every function the selected tests asked for exists in the implementation.</p>" if not nc else
             "<p>The implementation lacks these, so their properties were <b>skipped, not passed</b>:</p><ul>"
             + "".join(f"<li><code>{esc(n)}</code></li>" for n in nc) + "</ul>")
-    return f'<section id="not-covered" class="{"warnbox" if nc else ""}"><h2>NOT COVERED ({len(nc)})</h2>{body}</section>'
+    partly = partly_judged(results.get("tests") or [])
+    if partly:
+        body += ("<p>NOT COVERED per case: these tests were judged on the cases the implementation supports "
+                 "only:</p><ul>" + "".join(f"<li><code>{esc(x)}</code></li>" for x in partly) + "</ul>")
+    return f'<section id="not-covered" class="{"warnbox" if nc or partly else ""}"><h2>NOT COVERED ({len(nc)})</h2>{body}</section>'
 
 
 def test_list(results: dict[str, Any]) -> str:

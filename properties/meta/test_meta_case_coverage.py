@@ -14,11 +14,13 @@ from properties.packages import checkout_env
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_an_unsupported_case_leaves_the_other_cases_judged():
+def test_an_unsupported_case_leaves_the_other_cases_judged(tmp_path):
+    results = tmp_path / "results.json"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "properties/engines/test_variants.py", "-q", "-p", "no:cacheprovider", "-n", "0",
          "-k", "test_engine_impl_matches_oracle and (transformers.top_p or transformers.min_p) and float32",
-         "--impl", "properties.meta.impls.partly_unsupported", "--hypothesis-profile=ci", "-W", "ignore", "-rs"],
+         "--impl", "properties.meta.impls.partly_unsupported", "--hypothesis-profile=ci", "-W", "ignore", "-rs",
+         "--lc-results", str(results)],
         cwd=ROOT, env=checkout_env(), capture_output=True, text=True, timeout=900)
     out = proc.stdout
     judged = re.search(r"test_engine_impl_matches_oracle\[transformers\.top_p-float32\]: judged on (\d+) of (\d+) cases "
@@ -28,6 +30,15 @@ def test_an_unsupported_case_leaves_the_other_cases_judged():
     assert 0 < n < m and n + u == m, judged.group(0)
     assert re.search(r"SKIPPED .*NOT COVERED: the implementation answered unsupported for (\d+) of \1 cases", out), out[-3000:]
     assert "1 passed, 1 skipped" in out, out[-1500:]
+    # the same count in results.json and on the report's page, not only in the terminal
+    import json
+
+    from reports.render import render
+
+    rows = {t["nodeid"].split("::")[-1]: t for t in json.loads(results.read_text())["tests"]}
+    assert rows["test_engine_impl_matches_oracle[transformers.top_p-float32]"]["cases"] == {"judged": n, "of": m}
+    assert "cases" not in rows["test_engine_impl_matches_oracle[transformers.min_p-float32]"]
+    assert judged.group(0) in render(json.loads(results.read_text()))
 
 
 def test_a_listed_function_no_test_called_is_named():
