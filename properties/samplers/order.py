@@ -30,6 +30,9 @@ WHY = {
     frozenset(("temp", "min_p")): "min_p's threshold max + ln p moves to max + t·ln p",
     frozenset(("top_k", "top_p")): "top_p after top_k renormalises over k tokens and stops earlier",
     frozenset(("penalties", "temp")): "freq/present are subtracted before or after the division",
+    frozenset(("temp", "xtc")): "xtc's threshold is on probabilities, which t reshapes",
+    frozenset(("top_k", "xtc")): "after top_k the survivors are renormalised: more of them reach xtc's threshold, "
+                                 "and xtc first removes tokens top_k would have kept",
 }
 
 

@@ -372,6 +372,10 @@ RECORDS: list[SamplerRecord] = [
                   "a truncated and a masked chain",
         corner=lambda v: {"probability": 1.0, "threshold": 0.1, "min_keep": 0, "chance": 0.0},
         boundary=lambda k, m: {"threshold": 1 / k, "probability": 1.0, "chance": 0.0}, chain=ChainRole(position=8),
+        # in the order matrix always applied (probability 1: llama.cpp's chance <= 1 never skips it),
+        # so its place in the chain decides on one distribution, not on a mixture
+        order=OrderRole(lambda exact: {"xtc": floats32(0.05, 0.5)},
+                        lambda p, v: {"probability": 1.0, "threshold": p["xtc"], "min_keep": 0, "seed": 0}),
         llama=LlamaRole("xtc", lambda v: _dict(probability=f32(0.0, 1.0, 0.0, 0.5, 1.0), threshold=f32(0.0, 0.6, 0.1, 0.3, 0.5, 0.6),
                                                 min_keep=_KEEP, seed=peer_seed()),
                         lambda p, v: peer.xtc(p["probability"], p["threshold"], p["min_keep"], p["seed"]), _xtc,
