@@ -243,6 +243,28 @@ def embed_scale_mutant(factor: float) -> PassMutant:
                       lambda: _swapped(gm.Decoder, swap))
 
 
+NORM_OPS = frozenset({"attn_norm", "attn_post_norm", "ffn_norm", "ffn_post_norm", "per_layer_embd_out",
+                      "per_layer_proj", "result_norm", "Qcur_normed", "Kcur_normed"})
+"""The graph names of the pass's RMSNorms that carry a stored weight (gemma3n's AltUp router and
+LAuReL norms are not named ops; ``Vcur_normed`` has no weight)."""
+
+
+def norm_offset_mutant(eps: float) -> PassMutant:
+    """Every weighted RMSNorm of the pass (``NORM_OPS``) multiplies by (stored weight + ``eps``):
+    Gemma's GGUF holds 1 + w, and a port that adds the unit offset itself, or rounds it on the way,
+    is off by a constant. The offset is added in float32, so that ``eps`` is the error even where
+    the engine holds its weights in float16 (an fp16 add would round small offsets away)."""
+    def swap(orig: types.SimpleNamespace) -> dict[str, Callable]:
+        def compute(dec, name, il, fn, args, kw):
+            if name not in NORM_OPS or len(args) < 2 or args[1] is None:
+                return None
+            w = args[1].astype("float32") + np.float32(eps)
+            return fn(args[0], w, *args[2:], **kw)
+        return _intercept(orig, compute)
+    return PassMutant(f"norm_offset_{eps:+.6g}", f"every RMSNorm weight offset by {eps:+.6g}",
+                      lambda: _swapped(gm.Decoder, swap))
+
+
 def _op_mutant(name: str) -> PassMutant:
     m = next(m for m in OP_MUTANTS if m.name == name)
     return PassMutant(m.name, m.description, lambda: installed(m))
