@@ -107,3 +107,19 @@ def test_unknown_or_fixed_trait_override_is_refused(engine):
     for k in fixed:
         with pytest.raises(ValueError, match="cannot run with"):
             m.distribution(x, s, **{k: "something else"})
+
+
+def test_a_tie_the_removed_reasons_expose_voids_the_witness():
+    """The nightly's false alarm, pinned: at top_k 5, top_p 0.9 on [1.25 ×4, 3.375, 0.125], MLX's own
+    order (top_p first) cuts after the last of the four tied tokens, but with its one reason removed
+    (top_k first, top_p on the renormalised mass) the cut falls inside them, where MLX keeps ties and
+    llama.cpp cuts at the position: a difference the caveat "top_p ties" names, so the row is no
+    witness of the reason. The caveats are judged on the reason-removed runs too."""
+    x = np.array([1.25, 1.25, 1.25, 1.25, 3.375, 0.125])
+    s = Settings(top_k=5, top_p=0.9)
+    for pair in (("llama.cpp", "mlx"), ("mlx", "llama.cpp")):
+        tr = translate(s, *pair)
+        assert [d.trait for d in tr.reasons] == ["top_p_renormalises"] and "top_p ties" in tr.caveats
+        assert not tr.caveats_hold(x, s)
+    y = np.array([1.0, 1.5, 2.25, 3.375, 0.125, -0.5])  # no ties: the same reason's witness still stands
+    assert translate(s, "llama.cpp", "mlx").caveats_hold(y, s)

@@ -132,7 +132,9 @@ def _mirostat(pre, cur, out, drift) -> Legal:
                        for mu in (pre.mu - drift.mu, pre.mu, pre.mu + drift.mu)])
     if not np.isfinite(ks).all() or ks.max() >= 2.0**31:
         raise FindingDomain("mirostat-k-overflow")
-    slack = 8 * U * (1 + np.abs(np.log(ks)).max())
+    # a k that underflows to 0 (near-tied candidates: s near 0, so the 1/s power of a base below 1)
+    # is clamped to 1 as llama.cpp clamps it; the slack is taken over the positive ones only
+    slack = 8 * U * (1 + np.abs(np.log(ks[ks > 0])).max(initial=0.0))
     k_lo, k_hi = ks.min() * (1 - slack), ks.max() * (1 + slack)
     sizes = (min(max(int(k_lo), 1), n), min(max(int(k_hi), 1), n))
     legal = _ranked(cur, sizes, {True}, order, p=_renormalised(cur))

@@ -152,3 +152,26 @@ def test_reachable_selections_straddle_only_cdf_boundaries(u, reachable):
 
     w = np.array([0.5, 0.25, 0.25])
     assert discrete_reachable(w, np.full(3, 1e-9), u).tolist() == reachable
+
+
+def test_mirostat_k_underflowing_to_zero_is_clamped_to_one():
+    """The nightly's crash, pinned (a typical stage had left three near-tied candidates): the
+    estimated s is near 0, so k = (ε·2^μ / (1 - N^-ε))^(1/s) underflows to 0 in float64. The legal
+    builder took log(0) for its slack (NaN) and crashed; llama.cpp keeps max(int(k), 1) tokens, so the
+    legal answer is the single best candidate, and the oracle's own answer is legal."""
+    from oracle.candidates import TokenDataArray
+    from properties.peers.legality import PeerOutput, check
+    from properties.peers.llama_cpp.legal import Drift, legal_for
+
+    LOGITS = np.array([4.63174152, 4.63004732, 4.63343954], np.float32)  # noqa: N806
+
+    def state() -> TokenDataArray:
+        return TokenDataArray(np.array([17870, 30877, 12495]), LOGITS.astype(np.float64),
+                              np.array([0.00019668, 0.00019634, 0.00019701]), n_vocab=32000)
+
+    smp = RECORDS_BY_NAME["mirostat"].build({"seed": 3, "tau": 5.0, "eta": 0.1, "m": 100}, 32000)
+    legal = legal_for(smp, state(), Drift(mu=1.86e-6))
+    assert legal.oracle.ids.tolist() == [12495]
+    best = PeerOutput(np.array([12495]), LOGITS[2:], np.array([1.0], np.float32), 0, True)
+    verdict = check(legal, state(), best)
+    assert verdict.ok, verdict.why
