@@ -39,7 +39,10 @@ def mistralrs_weights(logits: Any, history: Any, repetition: Any, frequency: Any
     # top_p's cutoff is p times the top-k mass (mistral.rs 0.9.5 renormalises over the top-k set);
     # zeroed from the first position whose running sum before it reaches the cutoff (a prefix even
     # when the scan's float partial sums are not monotone)
-    cutoff = p * xp.where(pos < kk, srt, xp.float32(0)).sum(axis=1)
+    # the product in float64: a subnormal top_p times a small top-k mass would underflow to 0 in
+    # float32 and zero every token (top_p = 7e-45 at k = 1 on a flat row); the first token's running
+    # sum before it is 0, below any positive cutoff, so it always stays
+    cutoff = p.astype(xp.float64) * xp.where(pos < kk, srt, xp.float32(0)).sum(axis=1).astype(xp.float64)
     zero |= ((p > 0) & (p < 1))[:, None] & (pos >= first_reach(xp, before, cutoff)[:, None]) & (pos < kk)
     zero |= ((m > 0) & (m < 1))[:, None] & ((srt[:, :1] * m[:, None]) >= srt)
     w_sorted = xp.where(zero, xp.float32(0), srt)

@@ -156,3 +156,15 @@ def test_engine_sample_is_in_support_and_replays(engine, data):
     token = ENGINES[engine].sample(row, s, noise)
     assert ENGINES[engine].distribution(row, s)[token] > 0, f"{engine} sampled token {token} of probability 0"
     assert ENGINES[engine].sample(row, s, noise.copy()) == token, f"{engine}: same uniforms, another token"
+
+
+def test_mistralrs_subnormal_top_p_keeps_the_first_token():
+    """The nightly's seed-1 case, pinned: top_k 1 and top_p = 7e-45 on a flat row. The cutoff p·S
+    (S the top-k mass, ~1e-3 here) underflowed to 0 in float32 and every weight was zeroed;
+    mistral.rs' rule (zero from the first position whose running sum before it reaches p·S) keeps
+    the first token for any p > 0, as the float64 oracle does."""
+    import gpu_impl.engines as engines
+
+    x = np.linspace(0.0, 1e-3, 1000, dtype=np.float32)[None, :]
+    w = engines.mistralrs_weights(x, np.full((1, 1), -1), 1.0, 0.0, 0.0, 1.0, 1, np.float32(7e-45), 0.0)
+    assert np.flatnonzero(np.asarray(w)[0] > 0).tolist() == [999]
