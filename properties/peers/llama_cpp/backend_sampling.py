@@ -12,8 +12,9 @@ seeded stream. The gpu_impl-style functions at the bottom make this module an im
 per row and returns the backend's answer as a fixed-shape [B, V] row (-inf where the backend
 masked or dropped a token).
 
-Calls that abort the process (a GGML_ASSERT in a graph op) are refused before they are made:
-``guard`` raises ``Unavailable`` naming the finding that documents them.
+Calls that abort the process (a GGML_ASSERT in a graph op), and calls whose answer is a documented
+NaN, are refused before they are made: ``guard`` raises ``Unavailable`` naming the finding that
+documents them.
 """
 from __future__ import annotations
 
@@ -204,6 +205,27 @@ class BackendAbort(Unavailable):
     """llama.cpp would abort the process on this chain (``args[0]`` = the finding id)."""
 
 
+class BackendKnownNaN(BackendAbort):
+    """llama.cpp answers NaN logits on this chain, a documented finding (``args[0]`` = its id):
+    refused before the call and classified as the aborts are; the finding's replay (``guard=False``)
+    still calls it, so an upstream fix shows in the ledger test."""
+
+
+def known_nan_reason(steps: Sequence[Step], n_vocab: int) -> str | None:
+    """The finding id when the backend prefix of ``steps`` meets a temp_ext with delta > 0 (and
+    t > 0) on a single candidate: the graph divides the entropy by ln 1 = 0, where the CPU sampler
+    returns early and leaves the logit."""
+    n = n_vocab
+    for name, p in steps[:backend_prefix(steps)]:
+        if name == "top_k" and 0 < p["k"] < n:
+            n = p["k"]
+        elif name in ("temp", "temp_ext") and p["t"] <= 0:
+            n = 1
+        elif name == "temp_ext" and p["delta"] > 0 and n == 1:
+            return "backend-temp-ext-single-candidate-nan"
+    return None
+
+
 def run(rows: np.ndarray, chains: Sequence[Sequence[Step]], histories: Sequence[Sequence[int]] | None = None,
         sample: bool = False, out_type: str = "F32", guard: bool = True) -> list[BackendResult]:
     """Row b through chain b, one ``llama_decode``; rows holding -inf/NaN get a model of their own.
@@ -214,6 +236,9 @@ def run(rows: np.ndarray, chains: Sequence[Sequence[Step]], histories: Sequence[
         why = abort_reason(steps, rows.shape[1])
         if why:
             raise BackendAbort(why)
+        why = known_nan_reason(steps, rows.shape[1])
+        if why:
+            raise BackendKnownNaN(why)
     out: list[BackendResult | None] = [None] * rows.shape[0]
     for group in inj.rows_per_model(rows, out_type):
         built = [build(chains[b]) for b in group]

@@ -403,6 +403,15 @@ _BACKEND: list[Finding] = [
                      expected="token 0 at 30 / 0.500008 = 59.9991", logit_of=0),
              {"logit_of_token_0": 59.9733}, {"kept": list(range(100)), "logit_of_token_0": 59.9991},
              lambda d: {"logit_of_token_0": round(d["logits"][0], 4)}),
+    _backend("backend-temp-ext-single-candidate-nan", "temp_ext (backend)",
+             "temp_ext(t > 0, delta > 0) on a single candidate: the backend graph divides the entropy by "
+             "ln(1) = 0 and the logit becomes NaN; the CPU sampler returns early on one candidate and leaves it. "
+             "Found by the nightly (vocabulary 1); the backend judge refuses such calls with this id.",
+             "backend temp_ext(t=2, delta=1, exponent=0.5) on logits [3]",
+             Witness((3.0,), (("temp_ext", {"t": 2.0, "delta": 1.0, "exponent": 0.5}),),
+                     expected="the logit left at 3", logit_of=0),
+             {"logit_of_token_0": "nan"}, {"kept": [0], "logit_of_token_0": 3.0},
+             lambda d: {"logit_of_token_0": "nan" if np.isnan(d["logits"][0]) else round(float(d["logits"][0]), 4)}),
     _backend("xtc-counts-masked-handoff", "xtc (CPU) after a backend filter",
              "The backend hands the CPU a fixed-shape array (masked entries are -inf, not removed). The CPU "
              "xtc's min_keep test counts them (size - pos_last >= min_keep), so it cuts where the same chain "

@@ -236,3 +236,22 @@ def test_bad_rows_never_crash_and_are_recorded():
     _tally("bad rows", len(first), 0, ["backend-non-finite-row-not-refused"] * len(first))
     recording.table("llama_cpp_backend_bad_rows", first)
     assert kinds["not refused"] == len(backend_bad_rows.STEPS) * len(backend_bad_rows.KINDS)
+
+
+def test_a_documented_nan_is_refused_and_classified():
+    """temp_ext with delta > 0 on one candidate answers NaN on the backend (a ledger finding whose
+    replay calls the backend unguarded): the judge refuses the call with the finding's id, and only
+    that call (two candidates, delta 0, or a top_k leaving two are run)."""
+    import numpy as np
+
+    from properties.peers.llama_cpp import backend_sampling as bs
+
+    one = [("temp_ext", {"t": 2.0, "delta": 1.0, "exponent": 0.5})]
+    assert bs.known_nan_reason(one, 1) == "backend-temp-ext-single-candidate-nan"
+    assert bs.known_nan_reason([("top_k", {"k": 1})] + one, 5) == "backend-temp-ext-single-candidate-nan"
+    assert bs.known_nan_reason(one, 2) is None
+    assert bs.known_nan_reason([("top_k", {"k": 2})] + one, 5) is None
+    assert bs.known_nan_reason([("temp_ext", {"t": 2.0, "delta": 0.0, "exponent": 0.5})], 1) is None
+    with pytest.raises(bs.BackendKnownNaN, match="single-candidate-nan"):
+        bs.temp_ext(np.array([[3.0]], np.float32), 2.0, 1.0, 0.5)
+    assert np.isfinite(bs.temp_ext(np.array([[3.0, 1.0]], np.float32), 2.0, 1.0, 0.5)).all()
