@@ -2,12 +2,11 @@
 min_p -> temperature (last), against the oracle's chain with the legal sets composed stage by
 stage.
 
-The engine hands back only its final row (and, through ``llama_cpp_chain_dist``, the token it
-draws), so the legal answer is composed: every stage runs on every row an earlier stage may
-legally have produced (its records' ``variants``: the rounding windows), giving per stage the
-tokens it must keep and may keep. The engine's survivors must lie between the last stage's sets,
-its surviving values within penalties' and temperature's error models of the oracle's, and its
-draws must follow one CDF of its own final row (``properties.cdf_shape``). A violation names a
+The legal answer is composed (``legal_chain``): every stage runs on every row an earlier stage
+may legally have produced (its records' ``variants``: the rounding windows), giving per stage
+the tokens it must keep and may keep. The engine's survivors must lie between the last stage's
+sets, its surviving values within penalties' and temperature's error models of the oracle's, and
+its draws must follow one CDF of its own final row (``properties.cdf_shape``). A violation names a
 stage: for a token kept, the first stage that drops it in every legal variant; for a token
 dropped that every stage keeps, the last stage that cuts on this row (whose cut the engine's
 disagrees with: its threshold, or the row handed to it, differs).
@@ -30,12 +29,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from properties.engines import legal_chain
+from properties.engines.legal_chain import LegalChain, Stage, first_dropping_stage, nonfinite_output, worst_value
 from properties.numerics import F32_TINY, U32
 from properties.samplers.records import RECORDS_BY_NAME
 from properties.ties import NO_CLASS, logit_classes
 
 STAGES = ("penalties", "top_k", "top_p", "min_p", "temp")
-MAX_PATHS = 12  # distinct legal rows carried from one stage to the next
 
 
 @dataclass(frozen=True)
@@ -57,53 +57,16 @@ class ChainParams:
                 "min_p": {"p": self.m, "min_keep": 0}, "temp": {"t": self.t}}[name]
 
 
-@dataclass(frozen=True)
-class Composed:
-    must: list[np.ndarray]
-    may: list[np.ndarray]
-    final: np.ndarray
-    """The oracle's final row along the exact path (float64, -inf dropped)."""
-    pen_bound_u: np.ndarray
-    ties: "PostPenaltyTies"
-
-
 def stage_row(name: str, x: np.ndarray, params: dict) -> np.ndarray:
     """The oracle's stage ``name`` on a dense float64 row (-inf = not a candidate), dense out."""
     return RECORDS_BY_NAME[name].run_oracle(x, params, truncated=True).dense_logits(x.size)
 
 
-def compose(row64: np.ndarray, cp: ChainParams) -> Composed:
-    """Must/may survivor sets after each stage, over every legal path through the chain."""
-    paths, musts, mays = [row64], [], []
-    pen_bound, ties = np.zeros(row64.size), post_penalty_ties(row64)
-    for name in STAGES:
-        rec, params = RECORDS_BY_NAME[name], cp.stage(name)
-        outs, must, may = [], np.ones(row64.size, bool), np.zeros(row64.size, bool)
-        for i, x in enumerate(paths):
-            if rec.kind == "filter":
-                m_, y_ = rec.must_may(x, params, truncated=True)
-                must, may = must & m_, may | y_
-                for v in rec.variants(params, x):
-                    kept = rec.oracle_kept(x, v, truncated=True)
-                    outs.append(np.where(kept, x, -np.inf))
-            else:
-                y = rec.run_oracle(x, params, truncated=True).dense_logits(row64.size)
-                if name == "penalties" and i == 0:
-                    pen_bound, ties = rec.transform_bound_u(x, params), post_penalty_ties(y)
-                kept = np.isfinite(y)
-                must, may = must & kept, may | kept
-                outs.append(y)
-        seen, paths = set(), []
-        for y in outs:
-            key = y.tobytes()
-            if key not in seen and len(paths) < MAX_PATHS:
-                seen.add(key)
-                paths.append(y)
-        musts.append(must)
-        # a tied token the stage's bracket allows but no path keeps: with the engine's row
-        # relabelled, the stage that kept one tied token too many is the one named
-        mays.append(may & np.logical_or.reduce([np.isfinite(y) for y in outs]))
-    return Composed(musts, mays, paths[0], pen_bound, ties)
+def compose(row64: np.ndarray, cp: ChainParams) -> LegalChain:
+    """Must/may survivor sets after each stage, over every legal path through the chain; ties are
+    judged by relabelling the engine's row (``canonical_row``), so a may-token no path keeps is out."""
+    stages = [Stage(RECORDS_BY_NAME[name], cp.stage(name)) for name in STAGES]
+    return legal_chain.compose(row64, stages, truncated=True, may_on_paths=True)
 
 
 @dataclass(frozen=True)
@@ -145,17 +108,19 @@ def canonical_row(out: np.ndarray, ties: PostPenaltyTies) -> np.ndarray:
 
 def violation(out: np.ndarray, row64: np.ndarray, cp: ChainParams) -> str | None:
     """Why the engine's final row ``out`` (float32) is not a legal result of the chain, or None."""
-    if np.isnan(out).any() or np.isposinf(out).any():
-        return f"the chain's output holds NaN or +inf at ids {np.flatnonzero(np.isnan(out) | np.isposinf(out))[:6].tolist()}"
-    c = compose(row64, cp)
-    out = canonical_row(out, c.ties)  # ids below are modulo ties: see the module docstring
+    why = nonfinite_output(out)
+    if why:
+        return why
+    c, pen = compose(row64, cp), STAGES.index("penalties")
+    out = canonical_row(out, post_penalty_ties(c.exact[pen]))  # ids below are modulo ties: see the module docstring
     kept = np.isfinite(out)
-    for i, name in enumerate(STAGES):
-        extra = np.flatnonzero(kept & ~c.may[i])
-        if extra.size:
-            return (f"stage {i + 1} ({name}) drops {extra.size} token(s) the engine kept, e.g. ids "
-                    f"{extra[:6].tolist()} (after {name}: must={int(c.must[i].sum())}, may={int(c.may[i].sum())}, "
-                    f"engine kept {int(kept.sum())})")
+    dropped = first_dropping_stage(kept, c.may)
+    if dropped:
+        i, extra = dropped
+        name = STAGES[i]
+        return (f"stage {i + 1} ({name}) drops {extra.size} token(s) the engine kept, e.g. ids "
+                f"{extra[:6].tolist()} (after {name}: must={int(c.must[i].sum())}, may={int(c.may[i].sum())}, "
+                f"engine kept {int(kept.sum())})")
     missing = np.flatnonzero(c.must[-1] & ~kept)
     if missing.size:
         droppers = [n for j, n in enumerate(STAGES) if RECORDS_BY_NAME[n].kind == "filter"
@@ -166,13 +131,10 @@ def violation(out: np.ndarray, row64: np.ndarray, cp: ChainParams) -> str | None
                  "(a filter's threshold, or the row handed to it, e.g. a temperature applied before the filters)")
         return (f"the engine dropped {missing.size} token(s) every stage keeps, e.g. ids {missing[:6].tolist()} "
                 f"(must={int(c.must[-1].sum())}, engine kept {int(kept.sum())}); {where}")
-    both = kept & np.isfinite(c.final)
-    want, got = c.final[both], out[both].astype(np.float64)
-    allowed = (c.pen_bound_u[both] + 3) * U32 * np.abs(want) + F32_TINY
-    bad = np.abs(got - want) > allowed
-    if bad.any():
-        j = int(np.flatnonzero(both)[np.argmax(np.abs(got - want) / allowed)])
+    pen_bound_u = c.bound_u[pen]  # penalties' model alone: temperature's two roundings are the + 3
+    j = worst_value(out, c.final, pen_bound_u + 3)
+    if j is not None:
         return (f"stage 5 (temp) or 1 (penalties): token {j}'s final logit is {out[j]!r}, the oracle's "
                 f"{c.final[j]!r}, off by {abs(float(out[j]) - c.final[j]) / (U32 * max(abs(c.final[j]), F32_TINY)):.3g} u "
-                f"(allowed {(c.pen_bound_u[j] + 3):.3g} u: penalties' model and two roundings of l/t)")
+                f"(allowed {(pen_bound_u[j] + 3):.3g} u: penalties' model and two roundings of l/t)")
     return None

@@ -2,9 +2,9 @@
 against the oracle chain built from the same engine's stage records: survivors vs the oracle
 chain's, stage by stage.
 
-The engine hands back only its final row, so the legal answer is composed: each stage's record
-runs on every row an earlier stage may legally have produced (its ``variants``: the float32
-rounding windows; its ``key``: ties), giving per stage the tokens it must and may keep. The
+The engine hands back only its final row, so the legal answer is composed (``legal_chain``): each
+stage's record runs on every row an earlier stage may legally have produced (its ``variants``:
+the float32 rounding windows; its ``key``: ties), giving per stage the tokens it must and may keep. The
 engine's survivors must lie between the last stage's sets, and its surviving values within the
 transforms' error models of the oracle's exact path (penalties, then one rounding of l / t).
 A token the engine keeps is blamed on the first stage that drops it on every legal path.
@@ -20,24 +20,19 @@ from typing import Any, Callable
 import numpy as np
 from hypothesis import strategies as st
 
+from properties.engines import legal_chain
+from properties.engines.legal_chain import LegalChain, Stage, first_dropping_stage, nonfinite_output, worst_value
 from properties.engines.records import ENGINE_RECORDS, _history, _ids, engines_impl
 from properties.failure import Failure
 from properties.numerics import F32_TINY, U32
-from properties.samplers.record import Params, SamplerRecord
+from properties.samplers.record import Params
 from properties.samplers.records import _dict, _prob
 from properties.samplers.strategies import FAMILIES, Case, cases, per_row
 
-MAX_PATHS = 12  # distinct legal rows carried from one stage to the next
 MAX_VOCAB = 4096  # every stage runs each variant on each carried row
 VLLM_GREEDY = 1e-5  # vLLM's _SAMPLING_EPS: below it a row keeps its first maximal logit only
 
 _BY_NAME = {r.name: r for r in ENGINE_RECORDS}
-
-
-@dataclass(frozen=True)
-class Stage:
-    record: SamplerRecord
-    params: Params
 
 
 @dataclass(frozen=True)
@@ -115,7 +110,7 @@ CHAINS = (
 CHAIN_FAMILIES = tuple(f for f in FAMILIES if f != "near_ties")
 """Rows of many values a few ulps apart leave a stage a choice among hundreds of near-tied
 tokens; which one the engine took decides the next stage's row, and the composition carries
-at most MAX_PATHS of those rows (measured: 2-6 % false alarms on near_ties rows). They stay
+at most ``legal_chain.MAX_PATHS`` of those rows (measured: 2-6 % false alarms on near_ties rows). They stay
 judged stage by stage (``test_engine_impl_matches_oracle``)."""
 
 
@@ -139,16 +134,6 @@ def chain_corners(chain: EngineChain) -> tuple[Case, ...]:
     # min_p first drops 0.05, so top_p's renormalised tail 0.158 <= 1 - 0.83 goes too
     return (_corner("min_p before top_p", [0.5, 0.3, 0.15, 0.05], prompt=np.full(1, -1), output=np.full(1, -1),
                     rep=1.0, f=0.0, pr=0.0, t=1.0, m=0.2, k=-1, p=0.83),)
-
-
-@dataclass(frozen=True)
-class Composed:
-    must: list[np.ndarray]
-    may: list[np.ndarray]
-    final: np.ndarray
-    """The oracle's row along the exact path (float64, -inf dropped)."""
-    bound_u: np.ndarray
-    """Allowed error of each surviving value, in u of the exact value."""
 
 
 def _near_ties(x: np.ndarray, stage: Stage, must: np.ndarray, may: np.ndarray, err: float
@@ -178,48 +163,32 @@ def _zero_ties(x: np.ndarray, must: np.ndarray, may: np.ndarray) -> tuple[np.nda
     return must, may
 
 
-def compose(row64: np.ndarray, stages: list[Stage], hint: np.ndarray | None = None) -> Composed:
-    """Must/may survivor sets after each stage, over the legal paths through the chain: each
-    stage's variants on each carried row and, with ``hint`` (the engine's final survivors), the
-    row whose undecided tokens (ties, windows) are resolved as the engine's answer shows."""
-    paths, musts, mays = [row64], [], []
-    bound = np.zeros(row64.size)
-    err = 0.0  # the largest float32 error of a value handed on by the transforms so far
-    for st_ in stages:
-        rec = st_.record
-        outs, must, may = [], np.ones(row64.size, bool), np.zeros(row64.size, bool)
-        for i, x in enumerate(paths):
-            if rec.kind == "filter":
-                m0, y0 = _near_ties(x, st_, *rec.must_may(x, st_.params), err)
-                m_, y_ = _zero_ties(x, m0, y0)
-                must, may = must & m_, may | y_
-                outs += [np.where(rec.oracle_kept(x, v), x, -np.inf) for v in rec.variants(st_.params, x)]
-                if not np.array_equal(y_, y0):  # the underflowed tie class carried on as one more path
-                    outs.append(np.where(y_, x, -np.inf))
-                if hint is not None and not np.array_equal(m_, y_):
-                    # the tie choice the engine's answer shows: its survivors among the undecided
-                    outs.append(np.where(m_ | (y_ & hint), x, -np.inf))
-            else:
-                y = rec.run_oracle(x, st_.params).dense_logits(row64.size)
-                if i == 0:  # a transform's relative error carries through the later stages' exact copies
-                    bound = bound + rec.transform_bound_u(x, st_.params)
-                    fin = np.isfinite(y)
-                    err = float((bound[fin] * U32 * np.abs(y[fin])).max(initial=0.0))
-                kept = np.isfinite(y)
-                must, may = must & kept, may | kept
-                outs.append(y)
-        seen, paths = set(), []
-        for y in outs:
-            if y.tobytes() not in seen and len(paths) < MAX_PATHS:
-                seen.add(y.tobytes())
-                paths.append(y)
-        musts.append(must)
-        mays.append(may)
-    fin = np.isfinite(row64)
-    return Composed(musts or [fin], mays or [fin], paths[0], bound)
+def _engine_ties(hint: np.ndarray | None) -> legal_chain.Widen:
+    """transformers' and vLLM's filters widened by the near ties a transform's error makes and by
+    the underflowed tie class, each carried on as one more path; with ``hint`` (the engine's final
+    survivors), also the row whose undecided tokens (ties, windows) are resolved as the engine's
+    answer shows."""
+    def widen(stage: Stage, x: np.ndarray, must: np.ndarray, may: np.ndarray, err: float
+              ) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+        m0, y0 = _near_ties(x, stage, must, may, err)
+        m_, y_ = _zero_ties(x, m0, y0)
+        extra = []
+        if not np.array_equal(y_, y0):  # the underflowed tie class carried on as one more path
+            extra.append(np.where(y_, x, -np.inf))
+        if hint is not None and not np.array_equal(m_, y_):
+            # the tie choice the engine's answer shows: its survivors among the undecided
+            extra.append(np.where(m_ | (y_ & hint), x, -np.inf))
+        return m_, y_, extra
+    return widen
 
 
-def _greedy(row64: np.ndarray, stages: list[Stage]) -> Composed:
+def compose(row64: np.ndarray, stages: list[Stage], hint: np.ndarray | None = None) -> LegalChain:
+    """Must/may survivor sets after each stage, over the legal paths through the chain (see
+    ``_engine_ties`` for ``hint``)."""
+    return legal_chain.compose(row64, stages, widen=_engine_ties(hint))
+
+
+def _greedy(row64: np.ndarray, stages: list[Stage]) -> LegalChain:
     """vLLM below its sampling epsilon: the first maximum of the penalised row; maxima within the
     penalties' float32 error of each other are interchangeable."""
     pen = stages[0]
@@ -230,7 +199,7 @@ def _greedy(row64: np.ndarray, stages: list[Stage]) -> Composed:
     may = np.isfinite(y) & (y >= top - slack)
     must = may if may.sum() == 1 else np.zeros_like(may)
     final = np.where(may, y, -np.inf)
-    return Composed([must], [may], final, bound)
+    return LegalChain([must], [may], [final], [bound])
 
 
 def violation(chain: EngineChain, out: np.ndarray, row64: np.ndarray, params: Params) -> str | None:
@@ -238,27 +207,26 @@ def violation(chain: EngineChain, out: np.ndarray, row64: np.ndarray, params: Pa
     stages = chain.stages(params)
     c = _greedy(row64, stages) if chain.greedy(params) else compose(row64, stages, np.isfinite(out))
     names = [s.record.name for s in stages] or ["(no stage active)"]
-    if np.isnan(out).any() or np.isposinf(out).any():
-        return f"the chain's output holds NaN or +inf at ids {np.flatnonzero(np.isnan(out) | np.isposinf(out))[:6].tolist()}"
+    why = nonfinite_output(out)
+    if why:
+        return why
     kept = np.isfinite(out)
-    for i, may in enumerate(c.may):
-        extra = np.flatnonzero(kept & ~may)
-        if extra.size:
-            return (f"stage {i + 1} ({names[i] if not chain.greedy(params) else 'greedy'}) drops {extra.size} "
-                    f"token(s) the engine kept, e.g. ids {extra[:6].tolist()} (after it: must={int(c.must[i].sum())}, "
-                    f"may={int(may.sum())}, engine kept {int(kept.sum())})")
+    dropped = first_dropping_stage(kept, c.may)
+    if dropped:
+        i, extra = dropped
+        return (f"stage {i + 1} ({names[i] if not chain.greedy(params) else 'greedy'}) drops {extra.size} "
+                f"token(s) the engine kept, e.g. ids {extra[:6].tolist()} (after it: must={int(c.must[i].sum())}, "
+                f"may={int(c.may[i].sum())}, engine kept {int(kept.sum())})")
     missing = np.flatnonzero(c.must[-1] & ~kept)
     if missing.size:
         return (f"the engine dropped {missing.size} token(s) every legal path of {' -> '.join(names)} keeps, e.g. "
                 f"ids {missing[:6].tolist()} (must={int(c.must[-1].sum())}, may={int(c.may[-1].sum())}, engine kept "
                 f"{int(kept.sum())})")
-    both = kept & np.isfinite(c.final)
-    allowed = (c.bound_u[both] + 3) * U32 * np.abs(c.final[both]) + F32_TINY
-    err = np.abs(out[both].astype(np.float64) - c.final[both])
-    if (err > allowed).any():
-        j = int(np.flatnonzero(both)[np.argmax(err / allowed)])
+    bound_u = c.bound_u[-1]  # every transform's model along the exact path
+    j = worst_value(out, c.final, bound_u + 3)
+    if j is not None:
         return (f"token {j}'s final logit is {out[j]!r}, the oracle's {c.final[j]!r} (allowed "
-                f"{c.bound_u[j] + 3:.3g} u: the transforms' models and the division by t)")
+                f"{bound_u[j] + 3:.3g} u: the transforms' models and the division by t)")
     return None
 
 
