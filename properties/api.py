@@ -77,12 +77,21 @@ def matched_reference(model: Any, tokens: Iterable[int], storage: str, engine: s
     return matched(model, list(tokens), storage, fused=ENGINES[engine].fused if engine else frozenset())
 
 
-def layers_verdict_both(env: Any, engine: str, model: Any, tensors: Any, matched_ref: Any) -> Any:
-    """``layers_verdict`` that also reads ``matched_ref`` where ``engine`` stores below float32
-    (properties/models/verdict.py ``verdict_of``); ``matched_ref`` None: the float64 bound alone."""
+def layers_verdict_both(env: Any, engine: str, model: Any, tensors: Any, matched_ref: Any, local: Any = None) -> Any:
+    """``layers_verdict`` that also reads ``matched_ref`` where ``engine`` stores below float32 and
+    ``local`` (``local_replay``) where given (properties/models/verdict.py ``verdict_of``); both
+    None: the float64 bound alone."""
     from properties.models.verdict import verdict_of
 
-    return verdict_of(env, engine, model, tensors, matched_ref)
+    return verdict_of(env, engine, model, tensors, matched_ref, local)
+
+
+def local_replay(model: Any, tokens: Iterable[int], tensors: Any, engine: str) -> Any:
+    """Each of ``tensors`` (graph names) against the oracle's recomputation of it from the run's own
+    dumped inputs, under the one-op and local bounds of ``engine`` (properties/models/replay.py)."""
+    from properties.models.replay import replay
+
+    return replay(model, list(tokens), tensors, engine)
 
 
 def engine_storage(engine: str) -> str:

@@ -7,8 +7,9 @@
   REF may be llama-perplexity's --kl-divergence-base file. --max-kld / --min-top1 make it a gate.
 * layers REF TEST: per tensor cosine, relative error, norm ratio in graph order; the first
   tensor over the threshold; error growth per block; with --model, the norm weights per layer;
-  --error-model E: every tensor under E's bound, and for a float16/bfloat16 engine also under the
-  precision-matched reference's residual; --explain-precision: which storage precision explains TEST.
+  --error-model E: every tensor under E's bound, for a float16/bfloat16 engine also under the
+  precision-matched reference's residual, and every tensor recomputed from TEST's own dumped inputs
+  under the local replay's bound (an op's own error, no drift); --explain-precision: which storage precision explains TEST.
   Both runs must have the same token ids where both have them.
 * names [--arch A]: llama.cpp's graph names and the HF-style module names that hold the same tensors.
 
@@ -243,18 +244,21 @@ def layers(args: argparse.Namespace) -> int:
                   f"gain {s['gain']:.3g}")
     verdict = None
     if args.error_model is not None:  # drift or bug, in words, with each layer's norm amplification
-        from properties.api import engine_storage, layers_verdict_both
+        from properties.api import engine_storage, layers_verdict_both, local_replay
 
-        verdict = layers_verdict_both(env, engine, model, test.tensors, references.get(engine_storage(engine)))
+        local = local_replay(model, toks, test.tensors, engine)
+        verdict = layers_verdict_both(env, engine, model, test.tensors, references.get(engine_storage(engine)), local)
         print("\n".join(verdict.lines()))
     if args.explain_precision:
         from properties.api import explain_precision
 
         print(explain_precision(references, test.tensors).line())
-    if verdict is not None and verdict.by_matched:
+    if verdict is not None and (verdict.by_matched or verdict.by_local):
         op = verdict.first.rsplit("-", 1)[0] if "-" in verdict.first else verdict.first
+        past = (f"the matched {verdict.matched} reference's residual bound" if verdict.by_matched
+                else "the local replay's bound (recomputed from the run's own inputs)")
         print(f"logitcheck layers: first divergence at {verdict.first} ({OP_WHAT.get(op, op)}): within the float64 "
-              f"bound, past the matched {verdict.matched} reference's residual bound (×{verdict.ratio:.3g})")
+              f"bound, past {past} (×{verdict.ratio:.3g})")
         return 1
     if first is None:
         print("logitcheck layers: no tensor beyond " + (f"relative error {args.threshold:g}" if args.error_model is None

@@ -158,6 +158,15 @@ def _attention_width(site: Site, x: np.ndarray) -> np.ndarray:
     return (U32 * (spread + sums)).reshape(t, h * d)
 
 
+def allowed(engine: Engine, site: Site, x: np.ndarray) -> np.ndarray:
+    """Per element, the largest error ``engine`` may make computing the op output ``x`` at
+    ``site`` from its inputs: the noise's half-width, an RMSNorm's row factor added whole."""
+    width = _op_width(engine, site, x)
+    if site.op == "rms_norm":
+        width = width + np.abs(x) * (U32 * norm_row_u(site))
+    return width
+
+
 def noise_hook(engine: Engine, rng: np.random.Generator):
     def hook(site: Site, x: np.ndarray) -> np.ndarray:
         if site.op == "weight":

@@ -24,6 +24,7 @@ from fixtures import gguf_gen, goldens
 from oracle.models import forward, stepwise
 from oracle.models.layers import compare
 from properties.models import runs
+from properties.models.replay import replay
 
 ROOT = Path(__file__).resolve().parents[2]
 F64_OVER_F32 = 2.0**-53 / 2.0**-24
@@ -105,3 +106,21 @@ def test_llama_cpp_every_tensor_within_error_model(llama_runs, arch, wtype):
     worst = max((r for r in rows if r.threshold > 0), key=lambda r: r.rel_err / r.threshold)
     runs.note(f"{arch}-{wtype}", "llama.cpp tensors", {"tensors": len(rows), "worst": worst.name,
                                                         "worst_over_bound": worst.rel_err / worst.threshold})
+
+
+@pytest.mark.peer
+@pytest.mark.parametrize("arch, wtype", LIVE)
+def test_llama_cpp_every_tensor_within_local_replay(llama_runs, arch, wtype):
+    """Each tensor of llama.cpp's dump recomputed by the oracle from llama.cpp's own dumped inputs
+    (properties/models/replay.py) is within the llama.cpp-cpu model's local bound: the replay's
+    one-op brackets and local Monte Carlo hold on the real engine (worst ×0.54, gemma2 Q8_0's fp16
+    GELU table at ffn_geglu-1, measured 2026-11-27)."""
+    with np.load(llama_runs / f"{runs.path(arch, wtype).stem}-c0.npz") as z:
+        live = {k: z[k] for k in z.files}
+    r = replay(runs.model(arch, wtype), runs.TOKENS, live, "llama.cpp-cpu")
+    assert len(r.rows) >= 29, f"{arch}-{wtype}: only {len(r.rows)} tensors replayed"
+    first = r.first()
+    assert first is None, f"{arch}-{wtype}: llama.cpp's {first.line()}"
+    worst = r.worst()
+    runs.note(f"{arch}-{wtype}", "llama.cpp local replay", {"tensors": len(r.rows), "worst": worst.name,
+                                                             "worst_over_bound": worst.ratio})

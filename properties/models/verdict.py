@@ -20,6 +20,11 @@ precision-matched reference (properties/models/matched.py: the oracle with the e
 rounding at every tensor) under its residual bound, and a tensor is past its bound when it is past
 either: the float64 bound admits the propagated storage rounding, which a bug of the same size hides
 in; against the matched reference that rounding is no longer error (``judge_both``).
+
+Both still admit the drift that reached a tensor. The local replay (properties/models/replay.py)
+recomputes each dumped tensor from the dump's own inputs and bounds only the error of its own ops,
+so a bug smaller than the admitted drift (exact GELU, a softcap of 15 for 30, on the drift models) is
+flagged where it enters; a tensor is past its bound when it is past any of the three.
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ from oracle.models import Model, load_model
 from oracle.models.layers import Row, compare, split_name
 from properties.models import matched as M
 from properties.models.error_model import ENGINES, Envelope, envelope
+from properties.models.replay import Replay, replay
 
 # graph op of a norm's output -> (its weight below "blk.<i>.", the graph op of its input; "" for
 # the previous layer's residual stream)
@@ -99,6 +105,15 @@ class Verdict:
     rel_err / bound there."""
     by_matched: bool = False
     """Structural by the matched reference's residual bound (the float64 bound holds there)."""
+    replayed: bool = False
+    """The local replay (properties/models/replay.py) was also read."""
+    local_closest: str = ""
+    local_ratio: float = 0.0
+    """In the local replay: the tensor closest to (or first past) its bound, and its ratio."""
+    by_local: bool = False
+    """Structural by the local replay's bound alone (the float64 and matched bounds hold there)."""
+    local_detail: str = ""
+    """The local replay's row at ``first`` (``LocalRow.line``) when ``by_local``."""
 
     @property
     def structural(self) -> bool:
@@ -106,10 +121,14 @@ class Verdict:
 
     def line(self) -> str:
         if self.structural:
-            by = f" (the matched {self.matched} reference's residual bound)" if self.by_matched else ""
+            by = f" (the matched {self.matched} reference's residual bound)" if self.by_matched else \
+                (f" (the local replay from the dump's own inputs: {self.local_detail})" if self.by_local else "")
             return f"structural: first tensor past its bound: {self.first}, ×{_num(self.ratio)} its bound{by}"
         also = (f"; within the matched {self.matched} reference's residual at every tensor (closest: "
                 f"{self.matched_closest} at ×{_num(self.matched_ratio)})") if self.matched else ""
+        if self.replayed:
+            also += (f"; within the local replay at every tensor (closest: {self.local_closest} at "
+                     f"×{_num(self.local_ratio)})")
         return (f"within the {self.engine} error model of this engine at every tensor "
                 f"(closest: {self.closest} at ×{_num(self.ratio)} its bound){also}")
 
@@ -180,32 +199,42 @@ def judge(rows: Sequence[Row], engine: str, norm_weights: Mapping[str, np.ndarra
 
 def judge_both(rows: Sequence[Row], matched_rows: Sequence[Row], engine: str, storage: str,
                norm_weights: Mapping[str, np.ndarray] | None = None,
-               envelope_tensors: Mapping[str, float] | None = None) -> Verdict:
-    """``judge`` with the matched reference's rows (``matched.rows``) as a second bound: the first
-    tensor in graph order past either is where the bug enters."""
+               envelope_tensors: Mapping[str, float] | None = None, local: "Replay | None" = None) -> Verdict:
+    """``judge`` with the matched reference's rows (``matched.rows``; none: not read) and the local
+    replay (``replay.replay``; None: not read) as further bounds: the first tensor in graph order
+    past any of them is where the bug enters."""
     if not rows:
         raise ValueError("no tensor to judge")
     layers = amplification(norm_weights, envelope_tensors) if norm_weights else ()
     by_name = {r.name: r for r in matched_rows}
     m_name, m_ratio = M.worst(matched_rows) if matched_rows else ("", 0.0)
+    loc = local.by_name() if local is not None else {}
+    lw = local.worst() if local is not None else None
+    extra = dict(replayed=local is not None, local_closest=lw.name if lw else "", local_ratio=lw.ratio if lw else 0.0)
     for r in rows:
-        m = by_name.get(r.name)
+        m, lr = by_name.get(r.name), loc.get(r.name)
         if r.exceeds or (m is not None and m.exceeds):
             by_m = not r.exceeds
-            return Verdict(engine, r.name, _ratio(m if by_m else r), r.name, layers, storage, m_name, m_ratio, by_m)
+            return Verdict(engine, r.name, _ratio(m if by_m else r), r.name, layers, storage, m_name, m_ratio, by_m,
+                           **extra)
+        if lr is not None and lr.exceeds:
+            return Verdict(engine, r.name, lr.ratio, r.name, layers, storage, m_name, m_ratio, **extra,
+                           by_local=True, local_detail=lr.line())
     worst = max(rows, key=_ratio)
-    return Verdict(engine, None, _ratio(worst), worst.name, layers, storage, m_name, m_ratio)
+    return Verdict(engine, None, _ratio(worst), worst.name, layers, storage, m_name, m_ratio, **extra)
 
 
 def verdict_of(env: Envelope, engine: str, model: Model, tensors: Mapping[str, np.ndarray],
-               matched_ref: "M.Matched | None" = None) -> Verdict:
-    """A run's named tensors against the oracle's (``env.exact``) under ``engine``'s bounds and,
-    for an engine that stores below float32, against ``matched_ref`` (the matched reference of its
-    storage precision) under its residual bounds."""
+               matched_ref: "M.Matched | None" = None, local: "Replay | None" = None) -> Verdict:
+    """A run's named tensors against the oracle's (``env.exact``) under ``engine``'s bounds, for an
+    engine that stores below float32 against ``matched_ref`` (the matched reference of its storage
+    precision) under its residual bounds, and against ``local`` (the replay of each tensor from
+    the run's own inputs, ``replay.replay``) where given."""
     rows, _ = compare(env.exact.tensors, tensors, env.tensor_bounds())
-    if matched_ref is None:
+    if matched_ref is None and local is None:
         return judge(rows, engine, model_norms(model), env.tensors)
-    return judge_both(rows, M.rows(matched_ref, tensors), engine, matched_ref.storage, model_norms(model), env.tensors)
+    return judge_both(rows, M.rows(matched_ref, tensors) if matched_ref is not None else [], engine,
+                      matched_ref.storage if matched_ref is not None else "", model_norms(model), env.tensors, local)
 
 
 def needs_matched(engine: str) -> bool:
@@ -242,10 +271,12 @@ def drift_matched(storage: str, arch: str = drift_fixture.ARCH) -> M.Matched:
 
 
 def judge_run(env: Envelope, engine: str, model: Model, tensors: Mapping[str, np.ndarray],
-              matched_ref: "M.Matched | None" = None) -> Verdict:
-    """A run's named tensors against the oracle's (``env.exact``) under ``engine``'s bounds (and
-    ``matched_ref``'s residual bounds where given: ``verdict_of``)."""
-    return verdict_of(env, engine, model, tensors, matched_ref)
+              matched_ref: "M.Matched | None" = None, *, local: bool = True) -> Verdict:
+    """A run's named tensors against the oracle's (``env.exact``) under ``engine``'s bounds, and
+    ``matched_ref``'s residual bounds where given, and (``local``) the local replay of the run on
+    the envelope's tokens, as ``logitcheck layers --error-model`` judges it (``verdict_of``)."""
+    rep = replay(model, env.exact.tokens, tensors, engine) if local else None
+    return verdict_of(env, engine, model, tensors, matched_ref, rep)
 
 
 def model_norms(model: Model) -> dict[str, np.ndarray]:

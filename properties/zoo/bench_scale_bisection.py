@@ -6,8 +6,9 @@ gpu_impl's engine and each drift model (gemma2 layout "drift", gemma4 layout "dr
 a bisection in log space between a size assumed within (``LOW``) and one known to be flagged
 (``HIGH``, widened ×4 while it is not) finds the smallest size the verdict calls "structural",
 to a bracket of ``PRECISION`` (hi / lo). Judged as ``test_forward.py`` judges the port mutants:
-float32 by the float64 bound alone (its matched reference is that bound's own rounding), float16
-and bfloat16 by the float64 bound and the precision-matched reference together.
+float32 by the float64 bound (its matched reference is that bound's own rounding), float16 and
+bfloat16 by the float64 bound and the precision-matched reference together, and every precision
+by the local replay (each tensor recomputed from the run's own inputs: properties/models/replay.py).
 
 One direction only (factor > 1, eps > 0), because each pass costs a second or two; the other
 sign is not measured. Flagging need not be monotone in the
@@ -69,6 +70,8 @@ class Result:
     """rel_err / bound there."""
     by_matched: bool
     """Flagged by the matched reference's residual bound (the float64 bound holds there)."""
+    by_local: bool
+    """Flagged by the local replay's bound alone (properties/models/replay.py)."""
     passes: int
     seconds: float
     """The passes and their verdicts (the shared envelope and matched reference not counted)."""
@@ -95,7 +98,7 @@ def bisect(kind: str, fixture: str, storage: str) -> Result:
         v = judge(x)
         seen[x] = v
         trail.append({"size": x, "structural": v.structural, "tensor": v.first or v.closest, "ratio": v.ratio,
-                      "by_matched": v.by_matched})
+                      "by_matched": v.by_matched, "by_local": v.by_local})
         print(f"  {kind} {fixture} {storage}: {x:.4g} -> {v.line()}", file=sys.stderr, flush=True)
         return v
 
@@ -106,7 +109,7 @@ def bisect(kind: str, fixture: str, storage: str) -> Result:
             break
         lo, hi = hi, hi * WIDEN
     else:  # never flagged up to the widest size tried
-        return Result(kind, fixture, storage, None, lo, "", seen[lo].ratio, False, len(trail),
+        return Result(kind, fixture, storage, None, lo, "", seen[lo].ratio, False, False, len(trail),
                       time.perf_counter() - t1, setup, trail)
     while hi / lo > PRECISION:
         mid = math.sqrt(lo * hi)
@@ -117,7 +120,7 @@ def bisect(kind: str, fixture: str, storage: str) -> Result:
     if lo == LOW and run(LOW).structural:  # converged onto the bracket's floor: is the floor itself flagged?
         lo, hi = None, LOW
     v = seen[hi]
-    return Result(kind, fixture, storage, hi, lo, v.first or "", v.ratio, v.by_matched, len(trail),
+    return Result(kind, fixture, storage, hi, lo, v.first or "", v.ratio, v.by_matched, v.by_local, len(trail),
                   time.perf_counter() - t1, setup, trail)
 
 
@@ -127,7 +130,7 @@ def table(rows: list[Result]) -> str:
     for r in rows:
         flagged = "none" if r.smallest_flagged is None else f"{r.smallest_flagged:.3g}"
         within = "-" if r.largest_within is None else f"{r.largest_within:.3g}"
-        by = " matched" if r.by_matched else ""
+        by = " matched" if r.by_matched else (" local" if r.by_local else "")
         out.append(f"{r.kind:12} {r.model:13} {r.storage:9} {flagged:>17} {within:>10}  "
                    f"{r.tensor} (x{r.ratio:.3g}{by})  {r.passes}  {r.seconds:.1f}")
     return "\n".join(out)
