@@ -35,7 +35,10 @@ logits before the softcap). Two bounds, both from the error model's per-op width
   reference does.
 
 Replay assumes the engine computes each op from the values it dumps (an engine that dumps a rounded
-copy of a value it keeps wider has its next tensor off by that rounding); gpu_impl's engines and
+copy of a value it keeps wider has its next tensor off by that rounding), and that an engine storing
+below float32 rounds a wider file's weights to nearest, ties to even, as it loads them (a weight one
+storage step off moves its norm's or product's output by that step: a norm weight + 1.4e-5 on weights
+of rms 40 in bfloat16 is flagged where it crosses one rounding boundary); gpu_impl's engines and
 llama.cpp's graph do. The float64 and matched bounds keep judging the propagated error.
 """
 from __future__ import annotations
