@@ -9,7 +9,7 @@ Top level::
     impl, backend     module judged and its array backend ("numpy" | "cupy")
     device            "CPU via NumPy (x86_64, 2 cores)" or the CUDA device's name, or why there is none
     profile           hypothesis profile (dev | ci | nightly); derandomized: true if examples are fixed
-    contract          the numerics contract judged under (default | strict; properties/numerics.py)
+    contract          the numerics contract judged under (default | strict; properties/numerics/)
     seed              --hypothesis-seed (null when derandomized, or when none was given)
     selection         "-k EXPR and -m EXPR" as given, "" for the whole suite
     workers           pytest-xdist worker count (1 without -n)

@@ -1,0 +1,135 @@
+"""Contracts: which orders, exponentials and behaviours on bad input a run accepts.
+
+Contracts. ``DEFAULT`` accepts every correct strategy: any order of ``orders`` for sums, dot
+products and normalisers (the bound is the worst of them, sequential's γ_{n-1}), any of those orders for
+the CDF ``dist`` inverts (a float32 running total in token order, as rand's ``WeightedIndex<f32>``
+in candle and mistral.rs computes it, a blocked scan as FlashInfer's, a tree, a compensated or a
+double sum; ``dist_law`` states what the loosest of them may do to the law), the fast-math
+exponentials (``EXP_FORMS``), inputs inside each op's stated domain, and any decision on bad
+input that is not memory-unsafe. ``STRICT`` (``--contract strict``) demands tree-order error
+(⌈log2 n⌉ sums and scans), llama.cpp's double running sum for dist's CDF, expf-accurate
+exponentials, overflow-safe results beyond the domain, and a ValueError for bad input; failures
+that only strict sees say so. An implementation may claim parts of strict for itself
+(``LOGITCHECK_CLAIMS`` in its module: "overflow_safe", "refuses_bad_input") and is then held
+to them under the default contract too.
+
+Batch invariance. ``BATCH_INVARIANT`` (``--contract batch_invariant``) is the default contract's
+arithmetic plus bitwise batch invariance for every op: a row's result may not depend on how many
+rows share its batch nor on their order (an engine whose kernel picks its reduction blocks from
+the number of tokens gives each row a different rounding per batch size: numerically correct,
+and not reproducible across batches). An implementation claims it op by op in its ops module's
+``LOGITCHECK_CLAIMS``, as "batch_invariant:<function>" (e.g. "batch_invariant:rms_norm"; a bare
+"batch_invariant" claims every op), and is then held to it for those ops under any contract;
+for the rest the suite records whether they were batch invariant (``Contract.batch_invariant_for``).
+The samplers are held to bitwise batch invariance under every contract.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from .exponentials import EXP_FORMS, EXPF, ExpForm
+from .orders import ALL_ORDERS, BLOCKED, COMPENSATED, PAIRWISE, SEQUENTIAL, TREE_ORDERS, WIDE, Order
+
+
+@dataclass(frozen=True)
+class Contract:
+    name: str
+    sums: tuple[Order, ...]
+    """Orders accepted for sums, dot products, normalisers and masses."""
+    cdf: tuple[Order, ...]
+    """Orders accepted for the CDF a selection (dist) inverts."""
+    overflow_safe: bool
+    """Results must also be right outside each op's default domain (e.g. norms of rows whose
+    squares overflow float32)."""
+    refuses_bad_input: bool
+    """NaN / +inf logits, wrong dtypes and empty rows must raise ValueError."""
+    exp: tuple[ExpForm, ...] = EXP_FORMS
+    """Formulations of e^d accepted (default: fast-math intrinsics too; strict: accurate ones)."""
+    batch_invariant: bool = False
+    """Every op's rows must be bitwise equal whatever the batch size and row order."""
+    batch_invariant_ops: frozenset[str] = frozenset()
+    """Ops (implementation function names) held to batch invariance by the implementation's own
+    claim ("batch_invariant:<function>")."""
+
+    def exp_u(self, d: Any) -> Any:
+        """The worst accepted exp's relative error at argument d, in u (elementwise)."""
+        return np.maximum.reduce([np.asarray(f.u(d), dtype=np.float64) for f in self.exp]) if np.ndim(d) \
+            else max(f.u(d) for f in self.exp)
+
+    def depth(self, n: int) -> float:
+        return max(o.depth(n) for o in self.sums)
+
+    def scan_depth(self, n: int) -> float:
+        return max(o.scan_depth(n) for o in self.sums)
+
+    def cdf_depth(self, n: int) -> float:
+        return max(o.scan_depth(n) for o in self.cdf)
+
+    def dot_depth(self, k: int) -> float:
+        """A dot product of k terms: k rounded products reduced in an accepted order."""
+        return self.depth(k) + 1
+
+    def batch_invariant_for(self, op: str) -> bool:
+        """Whether op ``op`` (an implementation function name) must be bitwise batch invariant."""
+        return self.batch_invariant or op in self.batch_invariant_ops
+
+    def with_claims(self, claims: frozenset[str] | tuple[str, ...]) -> "Contract":
+        """This contract, also holding an implementation to what it claims: "overflow_safe",
+        "refuses_bad_input", "batch_invariant" (every op) and "batch_invariant:<function>"."""
+        extra: dict[str, Any] = {c: True for c in claims if c in ("overflow_safe", "refuses_bad_input", BATCH_CLAIM)}
+        ops = frozenset(c[len(BATCH_CLAIM) + 1:] for c in claims if c.startswith(BATCH_CLAIM + ":"))
+        if ops - self.batch_invariant_ops:
+            extra["batch_invariant_ops"] = self.batch_invariant_ops | ops
+        return replace(self, **extra) if extra else self
+
+
+BATCH_CLAIM = "batch_invariant"
+
+
+# dist's CDF: the default contract accepts the arithmetic a correct float32 engine may do, a float32
+# running total included (its drift and its stall after a spike stay within γ_{k-1} of prefix k);
+# strict demands llama.cpp's own: a double running sum of the float32 weights against S·u
+DIST_CDF_DEFAULT = (SEQUENTIAL, BLOCKED, PAIRWISE, COMPENSATED, WIDE)
+DIST_CDF_STRICT = (WIDE,)
+DEFAULT = Contract("default", ALL_ORDERS, DIST_CDF_DEFAULT, False, False, EXP_FORMS)
+STRICT = Contract("strict", TREE_ORDERS, DIST_CDF_STRICT, True, True, (EXPF,))
+BATCH_INVARIANT = replace(DEFAULT, name="batch_invariant", batch_invariant=True)
+CONTRACTS = {c.name: c for c in (DEFAULT, STRICT, BATCH_INVARIANT)}
+_ACTIVE = [DEFAULT]
+
+
+def use_contract(name: str) -> Contract:
+    """Make ``name`` ("default", "strict" or "batch_invariant") the contract every check judges by (``--contract``)."""
+    if name not in CONTRACTS:
+        raise ValueError(f"unknown contract {name!r}; known: {', '.join(CONTRACTS)}")
+    _ACTIVE[0] = CONTRACTS[name]
+    return _ACTIVE[0]
+
+
+def claims(impl: Any = None) -> tuple[str, ...]:
+    """What ``impl`` (an ``Impl`` or a module) claims beyond the default contract (``LOGITCHECK_CLAIMS``)."""
+    return tuple(getattr(getattr(impl, "module", impl), "LOGITCHECK_CLAIMS", ()) if impl is not None else ())
+
+
+def contract(impl: Any = None) -> Contract:
+    """The active contract, with the claims of ``impl`` (an ``Impl`` or a module) added."""
+    return _ACTIVE[0].with_claims(claims(impl))
+
+
+def active_contract() -> Contract:
+    """The contract the run judges by (``--contract``; default: DEFAULT)."""
+    return _ACTIVE[0]
+
+
+def exp_u(d: Any, c: Contract | None = None) -> Any:
+    """Relative error in u of an accepted exp at the float32 argument d (``Contract.exp_u``)."""
+    return (c or _ACTIVE[0]).exp_u(d)
+
+
+def strict_only(failed_default: bool, failed_active: bool, c: Contract) -> str:
+    """The label a failure carries when only the strict contract sees it."""
+    return " [strict contract only: the default contract accepts this]" if (
+        failed_active and not failed_default and c.name == "strict") else ""

@@ -1,0 +1,75 @@
+"""Softmax: the float64 model of a row, and the entropy and masses computed from it.
+
+Softmax is judged in two parts (``measure.check_softmax``, from ``softmax_model`` here): the ratios p_i / p_max against
+exp(l_i - l_max), which no summation order touches (u·(|l_i - l_max| + exp_u + 2): the rounded argument,
+expf's 4 u, two divisions), and the normaliser Σp - 1 against the contract's sum model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .contracts import Contract, exp_u
+from .nonnegative_sums import sum_bound
+from .units import FTZ_FLOOR, U32
+
+
+@dataclass(frozen=True)
+class SoftmaxModel:
+    """The float64 softmax of a row as an implementation received it, and what fp32 may do to it."""
+
+    p: np.ndarray
+    d: np.ndarray
+    """l_i - l_max (0 where l_i = -inf)."""
+    finite: np.ndarray
+    theta: float
+    """Bound on the normaliser's relative error: |Σp^ - 1| and every p^_i's common factor."""
+    elementwise_u: np.ndarray
+    """Per-token relative error of p^_i apart from the normaliser, in u: the rounded argument
+    (|d|), the contract's exp at d (``exp_u``), the division or reciprocal multiply (2)."""
+
+    def rel(self) -> np.ndarray:
+        """Relative error bound of each p^_i: elementwise part plus the normaliser's."""
+        return U32 * self.elementwise_u + self.theta
+
+
+def softmax_model(row64: np.ndarray, c: Contract | None = None) -> SoftmaxModel:
+    """p, and θ: |Σp^ - 1| <= sum_bound(e)/S (the order) + 2u·Σp(|d| + exp_u(d)) (an engine may
+    compute e twice: once for the normaliser, once for the output, as online softmax does) + 2u
+    (the divisions) + n·2^-126/… (outputs flushed to zero)."""
+    finite = np.isfinite(row64)
+    if not finite.any():
+        z = np.zeros(row64.size)
+        return SoftmaxModel(z, z, finite, 0.0, z + 2.0)
+    d = np.where(finite, row64 - row64[finite].max(), 0.0)
+    e = np.where(finite, np.exp(d), 0.0)
+    s = e.sum()
+    p = e / s
+    arg_exp = np.abs(d) + exp_u(d, c)
+    theta = (sum_bound(e, c) / s + 2 * U32 * float((p * arg_exp).sum()) + 2 * U32
+             + int(finite.sum()) * FTZ_FLOOR)
+    return SoftmaxModel(p, d, finite, float(theta), arg_exp + 2)
+
+
+def entropy_bound(m: SoftmaxModel, c: Contract | None = None) -> float:
+    """|H^ - H| for H = -Σ p ln p computed in fp32 from the fp32 p^: each p^_i's relative error
+    ρ_i moves its term by p_i·ρ_i·|ln p_i + 1|, logf adds 2u·|ln p| per term, the product and the
+    sum's own rounding u·H, and the n-term sum of non-negative terms its ``sum_bound``."""
+    p = m.p
+    with np.errstate(divide="ignore"):
+        lnp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
+    terms = -p * lnp
+    h = float(terms.sum())
+    return float((p * m.rel() * np.abs(lnp + 1)).sum() + 3 * U32 * h + sum_bound(terms, c))
+
+
+def mass_bound(row64: np.ndarray, order: np.ndarray, k: int, c: Contract | None = None,
+               model: SoftmaxModel | None = None) -> float:
+    """How far an fp32 cumulative mass of the first ``k`` tokens of ``order`` may sit from the
+    exact one: each p^_i within its relative bound (elementwise + normaliser), then the k-term
+    sum of non-negative terms in any order ``c`` accepts (``sum_bound``)."""
+    m = model or softmax_model(row64, c)
+    idx = np.asarray(order)[:k]
+    terms = m.p[idx]
+    return float((terms * m.rel()[idx]).sum() + sum_bound(terms, c) + k * FTZ_FLOOR)
