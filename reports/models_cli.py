@@ -5,11 +5,12 @@
   directly. llama.cpp runs with an f32 KV cache and its tensors are read through cb_eval.
 * parity REF TEST: llama-perplexity's KL-divergence statistics and more (oracle.models.parity);
   REF may be llama-perplexity's --kl-divergence-base file. --max-kld / --min-top1 make it a gate.
-* layers REF TEST: per tensor cosine, relative error, norm ratio in graph order; the first
-  tensor over the threshold; error growth per block; with --model, the norm weights per layer;
-  --error-model E: every tensor under E's bound, for a float16/bfloat16 engine also under the
-  precision-matched reference's residual, and every tensor recomputed from TEST's own dumped inputs
-  under the local replay's bound (an op's own error, no drift); --explain-precision: which storage precision explains TEST.
+* layers REF TEST: per tensor cosine, relative error, norm ratio in graph order (with --error-model
+  also the local replay's ratio); the first tensor over the threshold; error growth per block;
+  with --model, the norm weights per layer; --error-model E: every tensor under E's bound, for a
+  float16/bfloat16 engine also under the precision-matched reference's residual, and every tensor
+  recomputed from TEST's own dumped inputs under the local replay's bound (an op's own error, no
+  drift); --explain-precision: which storage precision explains TEST.
   Both runs must have the same token ids where both have them.
 * names [--arch A]: llama.cpp's graph names and the HF-style module names that hold the same tensors.
 
@@ -229,10 +230,23 @@ def layers(args: argparse.Namespace) -> int:
     rows, first = compare(ref.tensors, test.tensors, threshold)
     if not rows:
         raise ValueError("REF and TEST share no named tensor")
-    print(f"{'tensor':<18} {'cosine':>10} {'rel err':>10} {'rms rel':>10} {'norm ratio':>10}")
+    local = None
+    if args.error_model is not None:  # each tensor recomputed from TEST's own inputs: its ops' error alone
+        from properties.api import local_replay
+
+        local = local_replay(model, toks, test.tensors, engine)
+    replayed = local.by_name() if local is not None else {}
+    print(f"{'tensor':<18} {'cosine':>10} {'rel err':>10} {'rms rel':>10} {'norm ratio':>10}"
+          + (f" {'local':>9}" if local is not None else ""))
     for r in rows:
         mark = "  <-- first divergence" if r is first else ("  >" if r.exceeds else "")
-        print(f"{r.name:<18} {r.cosine:10.6f} {r.rel_err:10.3e} {r.rms_rel:10.3e} {r.norm_ratio:10.6f}{mark}")
+        lr = replayed.get(r.name)
+        col = "" if local is None else (f" {'-':>9}" if lr is None else f" ×{lr.ratio:<8.3g}")
+        print(f"{r.name:<18} {r.cosine:10.6f} {r.rel_err:10.3e} {r.rms_rel:10.3e} {r.norm_ratio:10.6f}{col}{mark}")
+    if local is not None:
+        print("local: each tensor recomputed by the oracle from TEST's own dumped inputs, as a multiple of its "
+              "local bound (one op's allowed error per element where TEST holds the op's inputs, else a Monte "
+              "Carlo of the ops between); - : not recomputed")
     for layer, g in growth(rows):
         print(f"layer {layer}: residual error x{g:.3g} relative to layer {layer - 1}")
     if args.model is not None:
@@ -244,9 +258,8 @@ def layers(args: argparse.Namespace) -> int:
                   f"gain {s['gain']:.3g}")
     verdict = None
     if args.error_model is not None:  # drift or bug, in words, with each layer's norm amplification
-        from properties.api import engine_storage, layers_verdict_both, local_replay
+        from properties.api import engine_storage, layers_verdict_both
 
-        local = local_replay(model, toks, test.tensors, engine)
         verdict = layers_verdict_both(env, engine, model, test.tensors, references.get(engine_storage(engine)), local)
         print("\n".join(verdict.lines()))
     if args.explain_precision:

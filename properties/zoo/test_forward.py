@@ -190,6 +190,9 @@ def test_port_bug_is_located_by_layers(tmp_path, tmp_path_factory, capsys, fixtu
     assert f"verdict: structural: first tensor past its bound: {want}, ×" in out
     alone = V.judge_run(env, "gpu_impl-float32", model, got, local=False)
     assert ((mutant.name, fixture) in LOCAL_ONLY) == (alone.first != want), alone.line()
+    assert f"\n{want} " in out and " local" in out.splitlines()[0], out  # the table's local column
+    if (mutant.name, fixture) in LOCAL_ONLY:
+        assert v.by_local and f"first divergence at {want} " in out and "past the local replay's bound" in out, out
 
 
 def test_gemma4_steps_do_not_exist_on_gemma2():
