@@ -1,0 +1,171 @@
+"""transformers' forward pass, run for real on the tiny GGUF fixtures (torch on CPU), judged by
+``logitcheck layers --error-model`` like any engine's dump.
+
+transformers loads each fixture through its GGUF loader, with the config fields the loader drops
+set from the file (``gguf_config``: without them gemma2 and gemma3 are other models, qwen3 does
+not load). Forward hooks dump every module output that has a llama.cpp graph tensor under its HF
+module name (``oracle.models.names.HF_NAMES``), the logits under ``logits``, into a .npz; the CLI
+judges it against the oracle's ``logitcheck forward`` run with the float32 engine's error model
+(float32 weights and compute) or the bfloat16 one (``dtype=torch.bfloat16``). A correct engine is
+"within" (exit status 0).
+
+Pinned beside it: the loader's own config drops exactly ``gguf_config.LOADER_DROPS`` and its
+logits are then far off the oracle's (a transformers release that reads those keys fails
+here, and the list shrinks), and the corrected float32 logits match within the float32 engine's
+bound.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from properties import recording
+from properties.models import runs
+from properties.peers.transformers.gguf_config import LOADER_DROPS, corrected
+from reports.cli import main as cli
+
+pytestmark = [pytest.mark.peer]
+ARCHS = ("llama", "qwen3", "gemma2", "gemma3")
+WTYPE = "F32"
+ENGINE = {"float32": "gpu_impl-float32", "bfloat16": "gpu_impl-bfloat16"}
+TABLE: dict[str, dict] = {}
+DEFAULT_HOLDS = {"gemma2": {"final_logit_softcapping"}}
+"""Dropped fields whose transformers default is the fixture's own value (gemma2's final softcap, 30)."""
+# Imported when the first test runs, not at collection (torch and transformers take seconds).
+torch = AutoModelForCausalLM = None
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _peer() -> None:
+    global torch, AutoModelForCausalLM
+    try:
+        import accelerate  # noqa: F401  (transformers needs it to load a GGUF)
+        import torch
+        from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
+    except Exception as exc:  # ImportError, or a torch that fails to load
+        pytest.skip(f"torch/transformers/accelerate not importable ({exc}); pip install 'logitcheck[engines]'")
+    hf_logging.disable_progress_bar()
+
+
+def _load(arch: str, dtype: str, fix: bool = True):
+    path = runs.path(arch, WTYPE)
+    cfg, fixes = corrected(path, runs.model(arch, WTYPE).hp)
+    kw = {"config": cfg} if fix else {}
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=getattr(torch, dtype), **kw)
+    return model.eval(), fixes
+
+
+def _logits(model) -> np.ndarray:
+    with torch.no_grad():
+        return model(torch.tensor([runs.TOKENS])).logits[0].double().numpy()
+
+
+def _name(module_name: str, module) -> str:
+    """The dump's name for a module's output: its HF name, except an embedding that scales its own
+    output (transformers 5's ``*TextScaledWordEmbedding``, gemma2's included, where the names map
+    reads gemma2's ``embed_tokens`` as the unscaled lookup of the 4.x releases): ``inp_scaled``."""
+    return "inp_scaled" if module_name == "model.embed_tokens" and hasattr(module, "embed_scale") else module_name
+
+
+def _dump(model, arch: str) -> dict[str, np.ndarray]:
+    """Every module output under its HF name (those ``HF_NAMES`` maps for ``arch``), and the logits."""
+    from oracle.models.names import HF_NAMES
+
+    n_layer = runs.model(arch, WTYPE).hp.n_layer
+    wanted = {hf.format(i=i) for hf in HF_NAMES[arch].values() for i in range(n_layer)}
+    out: dict[str, np.ndarray] = {}
+
+    def keep(name):
+        def hook(_module, _inputs, output):
+            t = output[0] if isinstance(output, tuple) else output
+            if t.dim() == 4 and t.shape[2] == len(runs.TOKENS):  # q_norm / k_norm: [batch, heads, tokens, head_dim]
+                t = t.transpose(1, 2)
+            out[name] = t.detach().float().numpy()  # bf16 values are exact in float32
+        return hook
+
+    handles = [m.register_forward_hook(keep(_name(n, m))) for n, m in model.named_modules() if n in wanted]
+    try:
+        with torch.no_grad():
+            logits = model(torch.tensor([runs.TOKENS])).logits.float().numpy()
+    finally:
+        for h in handles:
+            h.remove()
+    if "lm_head" not in out:  # a final softcap follows lm_head: the logits are another tensor
+        out["logits"] = logits
+    assert len(handles) >= 8 * n_layer, f"only {len(handles)} hooked modules: {sorted(out)}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def oracle_runs(tmp_path_factory):
+    """``logitcheck forward`` of each fixture (the oracle) over the goldens' tokens, once per arch."""
+    where, done = tmp_path_factory.mktemp("oracle"), {}
+
+    def get(arch: str):
+        if arch not in done:
+            done[arch] = where / f"{arch}.npz"
+            assert cli(["forward", str(runs.path(arch, WTYPE)), "--tokens", ",".join(map(str, runs.TOKENS)),
+                        "--out", str(done[arch])]) == 0
+        return done[arch]
+    return get
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_loader_drops_the_known_keys(arch):
+    """The loader's config lacks exactly ``LOADER_DROPS[arch]``; where it loads at all, its
+    logits are past the float32 bound, and the corrected config's are within it."""
+    env = runs.env(arch, WTYPE, "gpu_impl-float32")
+    _, fixes = corrected(runs.path(arch, WTYPE), runs.model(arch, WTYPE).hp)
+    assert {f.field for f in fixes} == set(LOADER_DROPS.get(arch, {})) - DEFAULT_HOLDS.get(arch, set()), fixes
+    row = TABLE.setdefault(arch, {})
+    row["loader drops"] = {f.field: f"{f.loader!r} -> {f.gguf!r}" for f in fixes}
+    try:
+        raw = float(np.abs(_logits(_load(arch, "float32", fix=False)[0]) - env.exact.logits).max())
+    except Exception as exc:  # the loader's shapes do not match the file's tensors
+        raw = f"does not load: {type(exc).__name__}"
+    fixed = float(np.abs(_logits(_load(arch, "float32")[0]) - env.exact.logits).max())
+    row |= {"max |dlogit| loader config": raw, "max |dlogit| corrected": fixed, "float32 bound": env.bound}
+    recording.table("transformers_forward", TABLE)
+    if fixes:
+        assert isinstance(raw, str) or raw > env.bound, row
+    assert fixed <= env.bound, row
+
+
+GEMMA_NORM_WEIGHT = (
+    "transformers holds a Gemma norm weight as bf16(w - 1) (the loader subtracts 1 from the GGUF's 1 + w) and "
+    "multiplies by 1 + that in float32: an effective weight 1 + bf16(w - 1), finer than and different from the "
+    "bf16(w) the local replay and the matched reference assume. Replayed with transformers' own weight, "
+    "attn_post_norm-0 is within 0.4996 bf16 ulp (one correct rounding); with bf16(w), 1.35-1.39 ulp. "
+    "Setting the weights to bf16(w) - 1 makes gemma3 within at every tensor")
+ATTENTION_BF16 = (
+    "attn_out-0 about x1.1 its bound: transformers' bf16 attention block rounds more often than "
+    "gpu_impl-bfloat16's model (RoPE on bf16 q/k with cos/sin cast to bf16, each product and the sum rounded; "
+    "sdpa on CPU rounds the probabilities to bf16 before P.V); RoPE alone or attention alone in float32 "
+    "did not clear it (x1.15, x1.16): the cause is not isolated")
+XFAIL = {
+    ("llama", "bfloat16"): "the matched bfloat16 reference flags " + ATTENTION_BF16,
+    ("qwen3", "bfloat16"): None,
+    ("gemma2", "bfloat16"): "the local replay flags attn_post_norm-0 (x313, 511 elements): " + GEMMA_NORM_WEIGHT
+                            + "; with them set so, the local replay flags " + ATTENTION_BF16,
+    ("gemma3", "bfloat16"): "the matched bfloat16 reference flags Kcur_normed-0 (x1.16): " + GEMMA_NORM_WEIGHT,
+}
+"""Correct transformers runs that a bound flags: why (measured on transformers 5.23, torch 2.13 CPU)."""
+CASES = [pytest.param(a, d, id=f"{a}-{d}", marks=[pytest.mark.xfail(strict=True, reason=XFAIL[a, d])]
+                      if XFAIL.get((a, d)) else []) for a in ARCHS for d in ENGINE]
+
+
+@pytest.mark.parametrize("arch, dtype", CASES)
+def test_forward_dump_is_within(tmp_path, capsys, oracle_runs, arch, dtype):
+    """``logitcheck layers REF TEST --model M --error-model ENGINE`` on transformers' dump: rc 0."""
+    model, _ = _load(arch, dtype)
+    test = tmp_path / "test.npz"
+    np.savez(test, tokens=np.asarray(runs.TOKENS), **_dump(model, arch))
+    ref = oracle_runs(arch)
+    capsys.readouterr()
+    rc = cli(["layers", str(ref), str(test), "--model", str(runs.path(arch, WTYPE)), "--error-model", ENGINE[dtype]])
+    out = capsys.readouterr().out
+    verdict = next((line.strip() for line in out.splitlines() if line.strip().startswith("verdict:")), out[-400:])
+    TABLE.setdefault(arch, {})[f"verdict {dtype}"] = verdict
+    recording.table("transformers_forward", TABLE)
+    assert rc == 0, f"{arch} {dtype}: {verdict}\n{out}"
