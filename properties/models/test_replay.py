@@ -102,3 +102,15 @@ def test_odd_dump_entries_are_skipped_not_fatal():
     dump = {**f.tensors, "version": np.array("llama.cpp b1"), "attn_out-0": f.tensors["attn_out-0"][:5]}
     r = replay(m, runs.TOKENS, dump, "gpu_impl-float32")
     assert r.first() is None and "attn_out-0" not in r.by_name()
+
+
+def test_a_dump_with_nothing_to_replay_says_nothing_about_it():
+    """Tokens that do not match the dump's length: no tensor is replayed, and the verdict does not
+    claim "within the local replay"."""
+    m = runs.model("gemma2", "F32")
+    f = forward(m, runs.TOKENS)
+    r = replay(m, runs.TOKENS[:5], f.tensors, "gpu_impl-float32")
+    assert r.rows == () and r.first() is None
+    env = runs.env("gemma2", "F32", "gpu_impl-float32")
+    v = V.verdict_of(env, "gpu_impl-float32", m, f.tensors, None, r)
+    assert not v.replayed and "local replay" not in v.line(), v.line()

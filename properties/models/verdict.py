@@ -209,8 +209,8 @@ def judge_both(rows: Sequence[Row], matched_rows: Sequence[Row], engine: str, st
     by_name = {r.name: r for r in matched_rows}
     m_name, m_ratio = M.worst(matched_rows) if matched_rows else ("", 0.0)
     loc = local.by_name() if local is not None else {}
-    lw = local.worst() if local is not None else None
-    extra = dict(replayed=local is not None, local_closest=lw.name if lw else "", local_ratio=lw.ratio if lw else 0.0)
+    lw = local.worst() if local is not None else None  # None too where no tensor could be replayed
+    extra = dict(replayed=lw is not None, local_closest=lw.name if lw else "", local_ratio=lw.ratio if lw else 0.0)
     for r in rows:
         m, lr = by_name.get(r.name), loc.get(r.name)
         if r.exceeds or (m is not None and m.exceeds):
