@@ -4,7 +4,9 @@
 transformers loads each fixture through its GGUF loader, with the config fields the loader drops
 set from the file (``gguf_config``: without them gemma2 and gemma3 are other models, qwen3 does
 not load). Forward hooks dump every module output that has a llama.cpp graph tensor under its HF
-module name (``oracle.models.names.HF_NAMES``), the logits under ``logits``, into a .npz; the CLI
+module name (``oracle.models.names.HF_NAMES``; a self-scaling embedding as ``inp_scaled``; q_norm /
+k_norm turned token-major from transformers' [batch, heads, tokens, head_dim]), and the logits under
+``logits`` where ``lm_head`` is not them (gemma2: a final softcap follows it), into a .npz; the CLI
 judges it against the oracle's ``logitcheck forward`` run with the float32 engine's error model
 (float32 weights and compute) or the bfloat16 one (``dtype=torch.bfloat16``). A correct engine is
 "within" (exit status 0).
