@@ -516,10 +516,22 @@ def _mistralrs(name: str):
     return replay
 
 
+def _transformers(name: str):
+    def replay() -> tuple[dict, dict]:
+        from properties.peers.transformers import findings as transformers_findings
+
+        return getattr(transformers_findings, name)()
+    return replay
+
+
 _MLX, _MISTRALRS = dict(engine="mlx", version="mlx 0.32.4 / mlx-lm 0.32.2 (CPU)"), \
     dict(engine="mistral.rs", version="mistralrs 0.9.5 (CPU wheel)")
+_HF = dict(engine="transformers", version="transformers 5.23.0 / accelerate 1.15.0 (torch 2.13.0 CPU)")
+_HF_LOADER = ("Replayed on the tiny float32 fixture loaded by AutoModelForCausalLM.from_pretrained(dir, gguf_file=...) "
+              "with every other dropped field set from the GGUF (gguf_config.corrected), so the distance is this "
+              "field's alone; with it set too, the logits match the oracle's (0.00).")
 
-# ---- the other real engines (replayed by properties/peers/mlx and properties/peers/mistralrs) ----
+# ---- the other real engines (replayed by properties/peers/mlx, mistralrs and transformers) ----
 
 _OTHER_ENGINES: list[Finding] = [
     Finding("mlx-top-k-at-least-vocab-raises", "top_k (mlx_lm.sample_utils.apply_top_k)", BEHAVIOUR,
@@ -553,6 +565,64 @@ _OTHER_ENGINES: list[Finding] = [
             "(commit 9e922623f) maps an unset temperature to greedy.", "four equal logits, 40 sequences, no temperature",
             {"distinct tokens": True}, {"distinct tokens": False}, custom=_mistralrs("unset_temperature_samples"),
             **_MISTRALRS),
+    Finding("transformers-gguf-qwen3-head-dim-dropped", "GGUF loader: qwen3 head_dim", BEHAVIOUR,
+            "The loader's qwen3 key map lacks qwen3.attention.key_length (its gemma2 / gemma3 maps have it): head_dim "
+            "stays the class default 128, so a qwen3 GGUF with any other head size fails to load (q_proj, k_proj, "
+            "v_proj, o_proj and the q / k norms do not match the file's tensors). " + _HF_LOADER,
+            "the qwen3 F32 fixture (head_dim 16), float32 forward over the goldens' tokens",
+            {"head_dim": 128, "max |dlogit| vs oracle": "does not load (tensor shape mismatch)"},
+            {"head_dim": 16, "max |dlogit| vs oracle": 0.0}, custom=_transformers("qwen3_head_dim"), **_HF),
+    Finding("transformers-gguf-gemma2-softcaps-dropped", "GGUF loader: gemma2 attn_logit_softcapping", BEHAVIOUR,
+            "gemma2.attn_logit_softcapping is not read: the attention scores are capped at 50 (the class default) "
+            "where the file says 10. gemma2.final_logit_softcapping is not read either (the loader's gemma2 map "
+            "has no key for it): it stays 30, which is the fixture's own value, so it changes nothing here but "
+            "is wrong for any GGUF with another final softcap. " + _HF_LOADER,
+            "the gemma2 F32 fixture (attention softcap 10, final softcap 30), float32 forward over the goldens' tokens",
+            {"attn_logit_softcapping": 50.0, "max |dlogit| vs oracle": 0.16,
+             "loader maps final_logit_softcapping": False},
+            {"attn_logit_softcapping": 10.0, "max |dlogit| vs oracle": 0.0,
+             "gemma2.final_logit_softcapping in the file": 30.0},
+            custom=_transformers("gemma2_attention_softcap"), **_HF),
+    Finding("transformers-gguf-gemma2-query-scale", "GGUF loader: gemma2 query_pre_attn_scalar", BEHAVIOUR,
+            "No GGUF key holds query_pre_attn_scalar: llama.cpp scales q by 1/sqrt(attention.key_length) "
+            "(1/sqrt(n_embd/n_head) for the 46-layer 27B). The loader leaves the default 256, right only where "
+            "head_dim is 256 (2B, 9B): every other gemma2 GGUF, the 27B (144) included, gets another attention. "
+            + _HF_LOADER,
+            "the gemma2 F32 fixture (head_dim 16), float32 forward over the goldens' tokens",
+            {"query_pre_attn_scalar": 256, "max |dlogit| vs oracle": 4.66},
+            {"query_pre_attn_scalar": 16, "max |dlogit| vs oracle": 0.0}, custom=_transformers("gemma2_query_scale"),
+            **_HF),
+    Finding("transformers-gguf-gemma3-query-scale", "GGUF loader: gemma3 query_pre_attn_scalar", BEHAVIOUR,
+            "As for gemma2: no GGUF key holds query_pre_attn_scalar, llama.cpp scales q by "
+            "1/sqrt(attention.key_length) (1/sqrt(n_embd/n_head) for the 62-layer 27B), and the loader leaves 256, "
+            "wrong for the 27B (168) and any GGUF whose head_dim is not 256. " + _HF_LOADER,
+            "the gemma3 F32 fixture (head_dim 32), float32 forward over the goldens' tokens",
+            {"query_pre_attn_scalar": 256, "max |dlogit| vs oracle": 3.18},
+            {"query_pre_attn_scalar": 32, "max |dlogit| vs oracle": 0.0}, custom=_transformers("gemma3_query_scale"),
+            **_HF),
+    Finding("transformers-gguf-gemma3-sliding-pattern-dropped", "GGUF loader: gemma3 layer_types", BEHAVIOUR,
+            "gemma3.attention.sliding_window_pattern is not read: layer_types follows the default period 6 (five "
+            "sliding layers, then a global one), so in a GGUF with another pattern the wrong layers attend "
+            "globally; on the 3-layer fixture (period 3) every layer slides. " + _HF_LOADER,
+            "the gemma3 F32 fixture (sliding_window_pattern 3: layers 0, 1 slide, layer 2 global), float32 forward "
+            "over the goldens' tokens",
+            {"layer_types": ["sliding_attention", "sliding_attention", "sliding_attention"],
+             "max |dlogit| vs oracle": 1.81},
+            {"layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+             "max |dlogit| vs oracle": 0.0},
+            custom=_transformers("gemma3_sliding_pattern"), **_HF),
+    Finding("transformers-gguf-gemma3-rope-scaling-dropped", "GGUF loader: gemma3 rope_parameters", BEHAVIOUR,
+            "gemma3.rope.scaling.type (linear) and rope.scaling.factor are not read: the global layers rotate "
+            "unscaled where llama.cpp divides their positions by the factor (8 here, as in the 4B-27B releases). "
+            "rope.freq_base_swa is not read either (the local layers keep base 10000, which is the fixture's own "
+            "value, so that changes nothing here). " + _HF_LOADER,
+            "the gemma3 F32 fixture (linear rope scaling, factor 8, on the global layer), float32 forward over the "
+            "goldens' tokens",
+            {"rope_parameters['full_attention']": {"rope_type": "default", "rope_theta": 1000000.0},
+             "max |dlogit| vs oracle": 0.92},
+            {"rope_parameters['full_attention']": {"rope_theta": 1000000.0, "rope_type": "linear", "factor": 8.0},
+             "max |dlogit| vs oracle": 0.0},
+            custom=_transformers("gemma3_rope_scaling"), **_HF),
 ]
 
 FINDINGS: list[Finding] = _with_waivers(_CPU + _BACKEND + _WAIVERS) + _OTHER_ENGINES
