@@ -71,10 +71,12 @@ def layers_verdict(rows: Sequence[Any], engine: str, env: Any, model: Any) -> An
 def matched_reference(model: Any, tokens: Iterable[int], storage: str, engine: str | None = None) -> Any:
     """The oracle's pass with ``storage`` rounding at every tensor (but the outputs ``engine``'s
     fused ops never store) and its residual bounds (properties/models/matched.py)."""
-    from properties.models.error_model import ENGINES
+    from properties.models.error_model import ENGINES, compute_model
     from properties.models.matched import matched
 
-    return matched(model, list(tokens), storage, fused=ENGINES[engine].fused if engine else frozenset())
+    if engine is None:
+        return matched(model, list(tokens), storage)
+    return matched(model, list(tokens), storage, fused=ENGINES[engine].fused, compute=compute_model(ENGINES[engine]))
 
 
 def layers_verdict_both(env: Any, engine: str, model: Any, tensors: Any, matched_ref: Any, local: Any = None) -> Any:
@@ -92,6 +94,13 @@ def local_replay(model: Any, tokens: Iterable[int], tensors: Any, engine: str) -
     from properties.models.replay import replay
 
     return replay(model, list(tokens), tensors, engine)
+
+
+def error_models() -> tuple[str, ...]:
+    """The engines whose forward-pass error model the judge declares (``--error-model`` choices)."""
+    from properties.models.error_model import ENGINES
+
+    return tuple(ENGINES)
 
 
 def engine_storage(engine: str) -> str:

@@ -32,7 +32,6 @@ import numpy as np
 
 COMMANDS = ("forward", "parity", "layers", "names")
 ENGINES = ("oracle", "gpu_impl", "llama.cpp")
-ERROR_MODELS = ("llama.cpp-cpu", "gpu_impl-float32", "gpu_impl-float16", "gpu_impl-bfloat16")
 
 
 def add_subcommands(sub: Any) -> None:
@@ -64,7 +63,9 @@ def add_subcommands(sub: Any) -> None:
     la.add_argument("--threshold", type=float, default=1e-2,
                     help="relative error max|Δ|/max|ref| that counts as divergence (default 0.01)")
     la.add_argument("--model", type=Path, default=None, help="the GGUF, for norm-weight statistics per layer")
-    la.add_argument("--error-model", choices=ERROR_MODELS, default=None,
+    from properties.api import error_models  # one list: the engines the error model declares
+
+    la.add_argument("--error-model", choices=error_models(), default=None,
                     help="instead of one threshold, give every tensor the bound of this engine's error model "
                          "(needs --model; REF must be the oracle's run of the same tokens)")
     p.add_argument("--arch", default=None, help="the architecture whose HF-style names the runs use")

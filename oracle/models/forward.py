@@ -48,6 +48,10 @@ class Site:
     weights: np.ndarray | None = None
     """Attention: the probabilities [T, Hq, keys] and the values [keys, Hq, Dv] they average."""
     values: np.ndarray | None = None
+    normalized: np.ndarray | None = None
+    """RMSNorm: the row divided by its RMS, before the weight."""
+    scale: np.ndarray | None = None
+    """RMSNorm: the weight the normalised row is multiplied by (None: none)."""
 
 
 Hook = Callable[[Site, np.ndarray], np.ndarray]
@@ -151,7 +155,8 @@ class _Pass:
     def norm(self, x: np.ndarray, weight: str | None, name: str) -> np.ndarray:
         """RMSNorm over the last axis, times ``weight`` (none: the bare normalisation)."""
         w = None if weight is None else self.param(weight)
-        return self.emit(name, "rms_norm", ops.rms_norm(x, w, self.hp.rms_eps), k=x.shape[-1])
+        info = dict(normalized=ops.rms_norm(x, None, self.hp.rms_eps), scale=w) if self.hook is not None else {}
+        return self.emit(name, "rms_norm", ops.rms_norm(x, w, self.hp.rms_eps), k=x.shape[-1], **info)
 
     def scale(self, x: np.ndarray, s: float | np.ndarray, name: str = "") -> np.ndarray:
         return self.emit(name, "scale", x * s)

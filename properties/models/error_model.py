@@ -36,11 +36,20 @@ Engines
   value rounds it by at most u·|x|, a weight likewise (exact for a BF16 file's own weights, so the
   model over-covers those).
 
+- ``transformers-bfloat16`` / ``transformers-float16``: storage as gpu_impl's of that precision, and
+  the steps transformers rounds inside an op to that precision (``Engine.inner_u``,
+  ``inner_width``): the normalised row before the norm weight (LlamaRMSNorm), Gemma's norm weight
+  held as w - 1 (its RMSNorm multiplies by 1 + w), the activation before the product with up, the
+  embedding scale factor, attention's scores, softcap steps and probabilities (eager attention),
+  RoPE's cos, sin and products. A change below those roundings (exact GELU in bfloat16) is not
+  separable from such an engine, and this model does not claim to separate it.
+
 Each engine states its storage precision (``Engine.storage``); the precision-matched reference
 (properties/models/matched.py) runs the oracle with exactly that rounding at every tensor.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -89,6 +98,12 @@ class Engine:
     fused: frozenset[str] = frozenset()
     """Ops whose output the engine never stores (computed inside a fused op): gpu_impl rotates q and
     k inside its attention op, in float32."""
+    inner_u: float = 0.0
+    """u of the steps inside an op that the engine rounds to its storage precision (0: every op
+    computes in float32 and rounds once): transformers in bfloat16 rounds the normalised row before
+    its weight, holds Gemma's norm weight as w - 1, rounds the activation before the product with
+    up, the embedding scale factor, attention's scores, softcap steps and probabilities, RoPE's
+    cos/sin and products (``inner_width``)."""
 
 
 ENGINES = {
@@ -96,6 +111,8 @@ ENGINES = {
     "gpu_impl-float32": Engine("gpu_impl-float32", 0.0, 0.0, False, False),
     "gpu_impl-float16": Engine("gpu_impl-float16", U16, U16, False, False, "float16", frozenset({"rope"})),
     "gpu_impl-bfloat16": Engine("gpu_impl-bfloat16", UBF16, UBF16, False, False, "bfloat16", frozenset({"rope"})),
+    "transformers-float16": Engine("transformers-float16", U16, U16, False, False, "float16", inner_u=U16),
+    "transformers-bfloat16": Engine("transformers-bfloat16", UBF16, UBF16, False, False, "bfloat16", inner_u=UBF16),
 }
 UNIT_ROUNDOFF = {"float32": U32, "float16": U16, "bfloat16": UBF16}
 """u of each storage dtype: half the spacing of its significands at 1 (2^-24, 2^-11, 2^-8)."""
@@ -123,6 +140,34 @@ def input_conversion(qtype: int | None, x: np.ndarray) -> np.ndarray:
     return np.zeros_like(x)
 
 
+def compute_model(engine: Engine) -> Engine:
+    """``engine``'s arithmetic between two stores: its ops' error without the storage rounding of
+    their outputs and weights (what the matched reference and the local replay add themselves)."""
+    return dataclasses.replace(engine, store_u=0.0, weight_u=0.0)
+
+
+def inner_width(engine: Engine, site: Site, x: np.ndarray, mag: np.ndarray) -> np.ndarray | float:
+    """The error of the steps inside an op that ``engine`` rounds to its storage precision
+    (``Engine.inner_u``), per element: an RMSNorm's normalised row rounded before the weight
+    (u·|x̂|·|w|), its weight held as w - 1 rather than w (Gemma in transformers: u·|x̂|·(|w| + |w - 1|)
+    against the weight rounded whole); a gated unit's activation rounded before the product and a
+    scale's factor rounded (u·|y|); a softcap's divide, tanh and multiply and its input (4 u·|y|);
+    RoPE's cos, sin and two products (3 u of the pair); attention in ``_attention_width``."""
+    u = engine.inner_u
+    if not u:
+        return 0.0
+    if site.op == "rms_norm" and site.normalized is not None:
+        w = np.ones(1) if site.scale is None else np.asarray(site.scale, np.float64)
+        return u * np.abs(site.normalized) * (2 * np.abs(w) + np.abs(w - 1))
+    if site.op in ("glu", "scale"):
+        return u * np.abs(x)
+    if site.op == "softcap":
+        return 4 * u * np.abs(x)
+    if site.op == "rope":
+        return 3 * u * mag
+    return 0.0
+
+
 def _op_width(engine: Engine, site: Site, x: np.ndarray) -> np.ndarray:
     """Half-width of the noise for an op output ``x`` at ``site``."""
     mag = np.broadcast_to(site.magnitude, x.shape) if site.magnitude is not None else np.abs(x)
@@ -133,26 +178,29 @@ def _op_width(engine: Engine, site: Site, x: np.ndarray) -> np.ndarray:
         angle = np.abs(site.positions).astype(float)[:, None, None] * freq * (6 + 2 * np.maximum(idx, 0))
         width = U32 * np.where(idx >= 0, angle + 12, 0.0) * mag
     elif site.op == "attention":
-        width = _attention_width(site, x)
+        width = _attention_width(site, x, engine.inner_u)
     elif site.op == "glu" and engine.gelu_table and site.name.startswith(("ffn_geglu", "pe_geglu")):
         width = (GELU_SLOPE + 1) * U16 * mag + 10 * U32 * mag
     else:
         width = U32 * OP_U[site.op](site) * mag
-    return width + engine.store_u * np.abs(x)
+    return width + inner_width(engine, site, x, mag) + engine.store_u * np.abs(x)
 
 
-def _attention_width(site: Site, x: np.ndarray) -> np.ndarray:
+def _attention_width(site: Site, x: np.ndarray, inner_u: float = 0.0) -> np.ndarray:
     """o = Σ p_j v_j. A relative error ε_j of p_j moves o by Σ p_j ε_j (v_j - o); ε_j holds the
     score's dot product (√Dk + 2)·u·scale·Σ|q||k| twice (s_j and the max), the exp argument's
     |s_j - m| = |ln(p_j / p_max)|, exp's 4 u and the normaliser's √n; the weighted value sum adds
-    √n·u·Σ p_j|v_j|."""
+    √n·u·Σ p_j|v_j|. An engine rounding attention's steps to its storage precision (``inner_u``)
+    adds, per score, its rounding and a softcap's three (4·inner_u·|s_j|, |s_j| at most the score
+    size) and the probability's own rounding (inner_u)."""
     p, v = site.weights, site.values  # [T, H, n], [n, H, D]
     t, h, d = p.shape[0], p.shape[1], v.shape[2]
     o = np.einsum("thj,jhd->thd", p, v)
     with np.errstate(divide="ignore"):
         gap = np.abs(np.log(np.where(p > 0, p / p.max(axis=-1, keepdims=True), 1.0)))
     n = site.k
-    eps = 2 * (math.sqrt(d) + 2) * site.score[..., None] + gap + 4 + math.sqrt(n)
+    eps = 2 * (math.sqrt(d) + 2) * site.score[..., None] + gap + 4 + math.sqrt(n) \
+        + (inner_u / U32) * (4 * site.score[..., None] + 1)
     spread = np.einsum("thj,thjd->thd", p * eps, np.abs(v.transpose(1, 0, 2)[None] - o[:, :, None, :]))
     sums = math.sqrt(n) * np.einsum("thj,jhd->thd", p, np.abs(v))
     return (U32 * (spread + sums)).reshape(t, h * d)

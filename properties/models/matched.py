@@ -46,7 +46,7 @@ import numpy as np
 
 from oracle.models import Forward, Model, Site, forward
 from oracle.models.layers import Row, compare
-from properties.models.error_model import ENGINES, MARGIN, RUNS, UNIT_ROUNDOFF, noise_hook
+from properties.models.error_model import ENGINES, MARGIN, RUNS, UNIT_ROUNDOFF, Engine, noise_hook
 
 STORAGE = ("float32", "float16", "bfloat16")
 _NUMPY = {"float32": np.float32, "float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
@@ -91,16 +91,18 @@ def _rms_rel(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def matched(model: Model, tokens: Sequence[int], storage: str, *, fused: frozenset[str] = frozenset(),
-            runs: int = RUNS, seed: int = 0) -> Matched:
+            runs: int = RUNS, seed: int = 0, compute: Engine = COMPUTE) -> Matched:
     """The ``storage``-matched reference of ``model`` on ``tokens`` and its residual envelope
-    (``fused``: the ops whose outputs the engine does not store)."""
+    (``fused``: the ops whose outputs the engine does not store; ``compute``: the engine's
+    arithmetic between two stores, ``error_model.compute_model``: float32 by default, plus the
+    steps an engine rounds inside its ops)."""
     if storage not in _NUMPY:
         raise ValueError(f"storage must be one of {', '.join(STORAGE)}, got {storage!r}")
     ref = forward(model, tokens, hook=storage_hook(storage, fused=fused))
     rel = {k: 0.0 for k in ref.tensors}
     with np.errstate(over="ignore"):  # a value past the storage range is inf in the engine too
         for r in range(runs):
-            noise = noise_hook(COMPUTE, np.random.default_rng([seed, r]))
+            noise = noise_hook(compute, np.random.default_rng([seed, r]))
             noisy = forward(model, tokens, hook=storage_hook(storage, noise, fused))
             for k in rel:
                 rel[k] = max(rel[k], _rms_rel(noisy.tensors[k], ref.tensors[k]))

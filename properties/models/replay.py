@@ -52,7 +52,8 @@ import numpy as np
 from oracle.models import Model, Site, forward
 from oracle.models.layers import graph_order, split_name
 from properties.models import matched as M
-from properties.models.error_model import ENGINES, MARGIN, RUNS, UNIT_ROUNDOFF, Engine, allowed, noise_hook
+from properties.models.error_model import (ENGINES, MARGIN, RUNS, UNIT_ROUNDOFF, Engine, allowed, compute_model,
+                                           noise_hook)
 
 # graph op -> the graph ops (same layer; "a|b": whichever the pass has) of the tensors it is
 # computed from by a single op
@@ -215,7 +216,7 @@ def replay(model: Model, tokens: Sequence[int], tensors: Mapping[str, np.ndarray
     tensor against the oracle's replay of it from the dump's own inputs."""
     eng = ENGINES[engine]
     rounds = eng.storage != "float32"
-    compute = M.COMPUTE if rounds else eng
+    compute = compute_model(eng) if rounds else eng
     forced = {k: np.asarray(v, np.float64) for k, v in tensors.items()
               if k not in ("logits", "tokens", "positions") and np.asarray(v).dtype.kind in "fiu"}
     kept = frozenset(k for k, v in forced.items() if rounds and not representable(v, eng.storage))

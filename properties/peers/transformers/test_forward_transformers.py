@@ -8,8 +8,10 @@ module name (``oracle.models.names.HF_NAMES``; a self-scaling embedding as ``inp
 k_norm turned token-major from transformers' [batch, heads, tokens, head_dim]), and the logits under
 ``logits`` where ``lm_head`` is not them (gemma2: a final softcap follows it), into a .npz; the CLI
 judges it against the oracle's ``logitcheck forward`` run with the float32 engine's error model
-(float32 weights and compute) or the bfloat16 one (``dtype=torch.bfloat16``). A correct engine is
-"within" (exit status 0).
+(float32 weights and compute) or, for ``dtype=torch.bfloat16``, ``transformers-bfloat16`` (bfloat16
+storage and the steps transformers rounds inside its ops: ``error_model.Engine.inner_u``). A correct
+engine is "within" (exit status 0); under ``gpu_impl-bfloat16`` (one rounding per op) three of the
+four bfloat16 runs are flagged, each for the reason ``SINGLE_ROUNDING_FLAGS`` states.
 
 Pinned beside it: the loader's own config drops exactly ``gguf_config.LOADER_DROPS`` and its
 logits are then far off the oracle's (a transformers release that reads those keys fails
@@ -29,7 +31,7 @@ from reports.cli import main as cli
 pytestmark = [pytest.mark.peer]
 ARCHS = ("llama", "qwen3", "gemma2", "gemma3")
 WTYPE = "F32"
-ENGINE = {"float32": "gpu_impl-float32", "bfloat16": "gpu_impl-bfloat16"}
+ENGINE = {"float32": "gpu_impl-float32", "bfloat16": "transformers-bfloat16"}
 TABLE: dict[str, dict] = {}
 DEFAULT_HOLDS = {"gemma2": {"final_logit_softcapping"}}
 """Dropped fields whose transformers default is the fixture's own value (gemma2's final softcap, 30)."""
@@ -139,7 +141,7 @@ GEMMA_NORM_WEIGHT = (
     "multiplies by 1 + that in float32: an effective weight 1 + bf16(w - 1), finer than and different from the "
     "bf16(w) the local replay and the matched reference assume. Replayed with transformers' own weight, "
     "attn_post_norm-0 is within 0.4996 bf16 ulp (one correct rounding); with bf16(w), 1.35-1.39 ulp")
-XFAIL = {
+SINGLE_ROUNDING_FLAGS = {
     ("llama", "bfloat16"): (
         "the matched bfloat16 reference flags attn_out-0 (x1.12 its residual bound): LlamaRMSNorm rounds the "
         "normalised x to bf16, then multiplies by the bf16 weight and rounds again (weight * x.to(bf16)), two "
@@ -155,9 +157,10 @@ XFAIL = {
         "the matched bfloat16 reference flags Kcur_normed-0 (x1.16 its residual bound): " + GEMMA_NORM_WEIGHT
         + ". With the weights set to bf16(w) - 1, within at every tensor"),
 }
-"""Correct transformers runs that a bound flags: why (measured on transformers 5.23, torch 2.13 CPU)."""
-CASES = [pytest.param(a, d, id=f"{a}-{d}", marks=[pytest.mark.xfail(strict=True, reason=XFAIL[a, d])]
-                      if XFAIL.get((a, d)) else []) for a in ARCHS for d in ENGINE]
+"""Why gpu_impl's bfloat16 model (every op in float32, rounded once) flags these correct transformers runs
+(measured on transformers 5.23, torch 2.13 CPU): the steps transformers rounds inside its ops, which the
+``transformers-bfloat16`` model declares (``error_model.Engine.inner_u``)."""
+CASES = [(a, d) for a in ARCHS for d in ENGINE]
 
 
 @pytest.mark.parametrize("arch, dtype", CASES)
@@ -174,3 +177,17 @@ def test_forward_dump_is_within(tmp_path, capsys, oracle_runs, arch, dtype):
     TABLE.setdefault(arch, {})[f"verdict {dtype}"] = verdict
     recording.table("transformers_forward", TABLE)
     assert rc == 0, f"{arch} {dtype}: {verdict}\n{out}"
+
+
+@pytest.mark.parametrize("arch", sorted(a for a, _ in SINGLE_ROUNDING_FLAGS))
+def test_single_rounding_model_flags_transformers_bfloat16(tmp_path, capsys, oracle_runs, arch):
+    """The same correct bfloat16 runs under ``gpu_impl-bfloat16`` (an engine that rounds once per op):
+    flagged, for the reason ``SINGLE_ROUNDING_FLAGS`` gives: the error model must be the engine's own."""
+    model, _ = _load(arch, "bfloat16")
+    test = tmp_path / "test.npz"
+    np.savez(test, tokens=np.asarray(runs.TOKENS), **_dump(model, arch))
+    capsys.readouterr()
+    rc = cli(["layers", str(oracle_runs(arch)), str(test), "--model", str(runs.path(arch, WTYPE)),
+              "--error-model", "gpu_impl-bfloat16"])
+    out = capsys.readouterr().out
+    assert rc == 1 and "verdict: structural" in out, (SINGLE_ROUNDING_FLAGS[arch, "bfloat16"], out[-800:])
