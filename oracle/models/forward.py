@@ -52,6 +52,9 @@ class Site:
     """RMSNorm: the row divided by its RMS, before the weight."""
     scale: np.ndarray | None = None
     """RMSNorm: the weight the normalised row is multiplied by (None: none)."""
+    score_steps: np.ndarray | None = None
+    """Attention, per token, head and key: |s_j| before the softcap plus 3·|s_j| after it (its
+    divide, tanh and multiply), the sizes an engine rounding the score's steps rounds."""
 
 
 Hook = Callable[[Site, np.ndarray], np.ndarray]
@@ -167,13 +170,14 @@ class _Pass:
         that ops.attention uses)."""
         g = q.shape[1] // cache.k.shape[1]
         kk, vv = np.repeat(cache.k, g, axis=1), np.repeat(cache.v, g, axis=1)
-        s = attn["scale"] * np.einsum("thd,jhd->thj", q, kk)
+        raw = s = attn["scale"] * np.einsum("thd,jhd->thj", q, kk)
         if attn["softcap"] > 0:
             s = ops.softcap(s, attn["softcap"])
         vis = ops.visibility(pos, cache.positions, True, attn["window"])[:, None, :]
         probs = ops.softmax(s, mask=np.where(vis, 0.0, -np.inf))
         score = attn["scale"] * np.einsum("thd,jhd->thj", np.abs(q), np.abs(kk)).max(axis=-1)
-        return {"score": score, "weights": probs, "values": vv}
+        steps = np.abs(raw) + (3 * np.abs(s) if attn["softcap"] > 0 else 0.0)
+        return {"score": score, "weights": probs, "values": vv, "score_steps": steps}
 
     def rope_args(self, il: int) -> dict:
         hp, spec = self.hp, self.hp.spec

@@ -41,8 +41,10 @@ Engines
   ``inner_width``): the normalised row before the norm weight (LlamaRMSNorm), Gemma's norm weight
   held as w - 1 (its RMSNorm multiplies by 1 + w), the activation before the product with up, the
   embedding scale factor, attention's scores, softcap steps and probabilities (eager attention),
-  RoPE's cos, sin and products. A change below those roundings (exact GELU in bfloat16) is not
-  separable from such an engine, and this model does not claim to separate it.
+  RoPE's cos, sin and products. The price is power in attention: on the drift models (scores of
+  hundreds, where a bfloat16 step is 0.5 to 2) a query scaled by 1/√48 is within it on the gemma2
+  layout and `rope_freqs` ignored is flagged three layers late; the other port bugs at their entry
+  tensors (properties/zoo/test_forward.py ``TF_EXPECTED``).
 
 Each engine states its storage precision (``Engine.storage``); the precision-matched reference
 (properties/models/matched.py) runs the oracle with exactly that rounding at every tensor.
@@ -191,8 +193,8 @@ def _attention_width(site: Site, x: np.ndarray, inner_u: float = 0.0) -> np.ndar
     score's dot product (√Dk + 2)·u·scale·Σ|q||k| twice (s_j and the max), the exp argument's
     |s_j - m| = |ln(p_j / p_max)|, exp's 4 u and the normaliser's √n; the weighted value sum adds
     √n·u·Σ p_j|v_j|. An engine rounding attention's steps to its storage precision (``inner_u``)
-    adds, per score, its rounding and a softcap's three (4·inner_u·|s_j|, |s_j| at most the score
-    size) and the probability's own rounding (inner_u)."""
+    adds, per key, the score's rounding and a softcap's three (inner_u·``Site.score_steps``) and the
+    probability's own rounding (inner_u)."""
     p, v = site.weights, site.values  # [T, H, n], [n, H, D]
     t, h, d = p.shape[0], p.shape[1], v.shape[2]
     o = np.einsum("thj,jhd->thd", p, v)
@@ -200,7 +202,7 @@ def _attention_width(site: Site, x: np.ndarray, inner_u: float = 0.0) -> np.ndar
         gap = np.abs(np.log(np.where(p > 0, p / p.max(axis=-1, keepdims=True), 1.0)))
     n = site.k
     eps = 2 * (math.sqrt(d) + 2) * site.score[..., None] + gap + 4 + math.sqrt(n) \
-        + (inner_u / U32) * (4 * site.score[..., None] + 1)
+        + (inner_u / U32) * (site.score_steps + 1 if site.score_steps is not None else 4 * site.score[..., None] + 1)
     spread = np.einsum("thj,thjd->thd", p * eps, np.abs(v.transpose(1, 0, 2)[None] - o[:, :, None, :]))
     sums = math.sqrt(n) * np.einsum("thj,jhd->thd", p, np.abs(v))
     return (U32 * (spread + sums)).reshape(t, h * d)
