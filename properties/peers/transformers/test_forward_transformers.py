@@ -8,8 +8,9 @@ module name (``oracle.models.names.HF_NAMES``; a self-scaling embedding as ``inp
 k_norm turned token-major from transformers' [batch, heads, tokens, head_dim]), and the logits under
 ``logits`` where ``lm_head`` is not them (gemma2: a final softcap follows it), into a .npz; the CLI
 judges it against the oracle's ``logitcheck forward`` run with the float32 engine's error model
-(float32 weights and compute) or, for ``dtype=torch.bfloat16``, ``transformers-bfloat16`` (bfloat16
-storage and the steps transformers rounds inside its ops: ``error_model.Engine.inner_u``). A correct
+(float32 weights and compute) or, for ``dtype=torch.float16`` / ``torch.bfloat16``,
+``transformers-float16`` / ``transformers-bfloat16`` (that storage and the steps transformers rounds
+inside its ops: ``error_model.Engine.inner_u``). A correct
 engine is "within" (exit status 0); under ``gpu_impl-bfloat16`` (one rounding per op) three of the
 four bfloat16 runs are flagged, each for the reason ``SINGLE_ROUNDING_FLAGS`` states.
 
@@ -31,7 +32,7 @@ from reports.cli import main as cli
 pytestmark = [pytest.mark.peer]
 ARCHS = ("llama", "qwen3", "gemma2", "gemma3")
 WTYPE = "F32"
-ENGINE = {"float32": "gpu_impl-float32", "bfloat16": "transformers-bfloat16"}
+ENGINE = {"float32": "gpu_impl-float32", "float16": "transformers-float16", "bfloat16": "transformers-bfloat16"}
 TABLE: dict[str, dict] = {}
 DEFAULT_HOLDS = {"gemma2": {"final_logit_softcapping"}}
 """Dropped fields whose transformers default is the fixture's own value (gemma2's final softcap, 30)."""
