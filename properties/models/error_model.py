@@ -202,7 +202,7 @@ def _attention_width(site: Site, x: np.ndarray, inner_u: float = 0.0) -> np.ndar
         gap = np.abs(np.log(np.where(p > 0, p / p.max(axis=-1, keepdims=True), 1.0)))
     n = site.k
     eps = 2 * (math.sqrt(d) + 2) * site.score[..., None] + gap + 4 + math.sqrt(n) \
-        + (inner_u / U32) * (site.score_steps + 1 if site.score_steps is not None else 4 * site.score[..., None] + 1)
+        + ((inner_u / U32) * (site.score_steps + 1) if inner_u else 0.0)
     spread = np.einsum("thj,thjd->thd", p * eps, np.abs(v.transpose(1, 0, 2)[None] - o[:, :, None, :]))
     sums = math.sqrt(n) * np.einsum("thj,jhd->thd", p, np.abs(v))
     return (U32 * (spread + sums)).reshape(t, h * d)
