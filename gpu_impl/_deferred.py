@@ -19,6 +19,7 @@ the outer call still reads once. Outside any public call, ``check`` reads at onc
 """
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 from typing import Any, Callable, TypeVar
@@ -34,7 +35,9 @@ def read_flags(flags: list[Any]) -> list[bool]:
     copied back together. Every deferred check goes through here (tests count the calls)."""
     device = [i for i, f in enumerate(flags) if not isinstance(f, (bool, np.bool_, np.ndarray))]
     values = [bool(f) if i not in device else False for i, f in enumerate(flags)]
-    if device:
+    if len(device) == 1:  # one flag: copied back as it is
+        values[device[0]] = bool(flags[device[0]].get())
+    elif device:
         import cupy
         got = cupy.stack([flags[i].reshape(()) for i in device]).get()
         for i, v in zip(device, got):
@@ -61,6 +64,17 @@ class Checks:
                 return message()
         return None
 
+    def any_flag(self) -> Any:
+        """One 0-d flag, true where any pending check fails, computed where the flags are (on the
+        device: no read, so a graph captures it), or None when there is none; clears the checks."""
+        pending, self._pending = self._pending, []
+        host = [bool(f) for f, _ in pending if isinstance(f, (bool, np.bool_, np.ndarray))]
+        device = [f for f, _ in pending if not isinstance(f, (bool, np.bool_, np.ndarray))]
+        if not device or any(host):
+            return np.asarray(any(host)) if pending else None
+        import cupy
+        return cupy.stack([f.reshape(()).astype(bool) for f in device]).any()
+
 
 _ACTIVE: contextvars.ContextVar[Checks | None] = contextvars.ContextVar("gpu_impl_checks", default=None)
 
@@ -74,6 +88,23 @@ def check(bad: Any, message: Message) -> None:
         checks.add(flag, message)
     elif read_flags([flag])[0]:
         raise ValueError(message())
+
+
+def nested() -> bool:
+    """Inside a public call (whose checks this call joins)."""
+    return _ACTIVE.get() is not None
+
+
+@contextlib.contextmanager
+def collected() -> Any:
+    """Collect the checks made inside (nested public calls join) without reading them: for a
+    caller that reads them its own way (a captured graph, ``gpu_impl._replay``)."""
+    checks = Checks()
+    token = _ACTIVE.set(checks)
+    try:
+        yield checks
+    finally:
+        _ACTIVE.reset(token)
 
 
 def validated(fn: F) -> F:

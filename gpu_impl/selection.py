@@ -9,6 +9,7 @@ from typing import Any
 
 from gpu_impl._array import as_logits, on_device, quiet, require_candidates, row_param, unit_param
 from gpu_impl._deferred import validated
+from gpu_impl._graphs import replayed
 from gpu_impl._order import first_reach, first_true, last_true, nth_true, sorted_top
 from gpu_impl.softmax import exp_shifted
 
@@ -59,6 +60,7 @@ def _dist_index(xp: Any, e: Any, u: Any) -> Any:
     return idx
 
 
+@replayed(data=("u",))
 @validated
 def dist(logits: Any, u: Any) -> Any:
     """llama.cpp's dist with the uniform ``u`` [B] (float64, in [0, 1)) supplied per row.

@@ -14,6 +14,7 @@ import numpy as np
 from gpu_impl._array import (NEG_INF, above_zero, as_logits, drop, nonneg, on_device, on_host, on_rows, param_xp,
                              quiet, row_param, unit_param, widen_exact)
 from gpu_impl._deferred import validated
+from gpu_impl._graphs import replayed, upload
 from gpu_impl._order import (finite_counts, first_reach, keep_first_n, keep_ranked, last_true, nth_largest,
                              sorted_top)
 from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
@@ -21,6 +22,7 @@ from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
 _WINDOW = 1024  # top_p: candidates sorted in the first round; flat rows fall back to a full sort
 
 
+@replayed()
 @validated
 def top_k(logits: Any, k: Any) -> Any:
     """Keep exactly ``min(k, V)`` tokens, the largest logits; among tokens equal to the k-th
@@ -30,7 +32,7 @@ def top_k(logits: Any, k: Any) -> Any:
     k = row_param(k, B, "k", param_xp(xp, k), integer=True)
     if on_device(xp, x):
         from gpu_impl import kernels
-        return kernels.top_k_rows(xp.ascontiguousarray(x), xp.asarray(k))
+        return kernels.top_k_rows(xp.ascontiguousarray(x), upload(xp, k))
     active, k = (k > 0) & (k < V), xp.asarray(k)  # decided on the host when k was given there
 
     def fn(sub: Any, sel: Any) -> Any:
@@ -75,6 +77,7 @@ def _top_p_cut(xp: ModuleType, x: Any, row_max: Any, p: Any, min_keep: Any) -> t
         width, sub = V, x[todo]
 
 
+@replayed()
 @validated
 def top_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     """Nucleus: in order, the shortest prefix whose cumulative probability is ``>= p`` (the
@@ -86,7 +89,7 @@ def top_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     mk = nonneg(xp, row_param(min_keep, B, "min_keep", param_xp(xp, min_keep), integer=True), "min_keep")
     if on_device(xp, x):
         from gpu_impl import kernels
-        return kernels.top_p_rows(xp.ascontiguousarray(x), row_max, xp.asarray(p), xp.asarray(mk))
+        return kernels.top_p_rows(xp.ascontiguousarray(x), row_max, upload(xp, p), upload(xp, mk))
     active, p, mk = p < 1, xp.asarray(p), xp.asarray(mk)
 
     def fn(sub: Any, sel: Any) -> Any:
@@ -95,6 +98,7 @@ def top_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     return on_rows(xp, x, active, fn)
 
 
+@replayed()
 @validated
 def min_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
     """Keep ``l >= max + ln p`` (float32, ``>=``). If fewer than ``max(min_keep, 1)`` survive,
@@ -107,7 +111,7 @@ def min_p(logits: Any, p: Any, min_keep: Any = 0) -> Any:
         from gpu_impl import kernels
         # p <= 1 keeps the row max (max + ln p <= max): with min_keep <= 1 no row can be short
         short = not (on_host(p) and on_host(mk)) or bool((above_zero(np, p) & ((p > 1) | (mk > 1))).any())
-        return kernels.min_p_rows(xp.ascontiguousarray(x), row_max, xp.asarray(p), xp.asarray(mk), short)
+        return kernels.min_p_rows(xp.ascontiguousarray(x), row_max, upload(xp, p), upload(xp, mk), short)
     active = above_zero(np if on_host(p) else xp, p)
     p, mk = xp.asarray(p), xp.asarray(mk)
 

@@ -9,11 +9,13 @@ import numpy as np
 
 from gpu_impl._array import as_logits, check_row_max, on_device, row_param
 from gpu_impl._deferred import validated
+from gpu_impl._graphs import replayed
 from gpu_impl.penalties import penalised
 from gpu_impl.temperature import temp
 from gpu_impl.truncation import min_p, top_k, top_p
 
 
+@replayed()
 @validated
 def llama_cpp_chain(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any, present: Any,
                     k: Any, p: Any, m: Any, t: Any) -> Any:
@@ -42,6 +44,7 @@ def _chain(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any, prese
     return xp, temp(min_p(top_p(top_k(x, k), p, 0), m, 0), t), None
 
 
+@replayed(data=("u",))
 @validated
 def llama_cpp_chain_dist(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any, present: Any,
                          k: Any, p: Any, m: Any, t: Any, u: Any) -> Any:

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from gpu_impl._graphs import upload
 from gpu_impl.kernels._build import THREADS, WIN, fn, grid1, i32, i64, n_chunks, span
 from gpu_impl.kernels.select import (N_RANGE, WRITE_ALL, Prefix, empty_prefix, mass_crossing, nth_element,
                                      select_ws_bytes)
@@ -123,7 +124,7 @@ def plan_chain(B: int, V: int, k: Any, p: Any, min_keep_p: Any, m: Any, min_keep
     for col, v in zip(cols, (n_k, np.minimum(n_k, min(WIN, V)), min_keep_p, min_keep_m, p, m,
                              np.where(divide, t, np.float32(1)), t <= 0)):
         col[:] = np.broadcast_to(np.asarray(v).astype(col.dtype), (B,))
-    return ChainPlan(*_plan_columns(cp.asarray(host), B), divide=bool(divide.any()),
+    return ChainPlan(*_plan_columns(upload(cp, host), B), divide=bool(divide.any()),
                      wide=bool(V > WIN and (~on).any()), min_p_on=bool((m > 0).any()))
 
 

@@ -175,17 +175,40 @@ def time_ops(B: int, V: int, bandwidth: float, with_torch: bool = True, seed: in
     return out
 
 
-def public_chain_us(B: int, V: int) -> float:
-    """gpu_impl.llama_cpp_chain + gpu_impl.dist as a user calls them (validation, host syncs)."""
+PUBLIC = ("chain then dist", "llama_cpp_chain_dist", "top_p")
+
+
+def public_us(B: int, V: int) -> dict[str, float]:
+    """The validated public calls as a user makes them (same parameters every call, the logits and
+    uniforms handed over on the device): replayed from their graphs (gpu_impl._graphs, the default)
+    and eager (``LOGITCHECK_GRAPHS=0``: every kernel launched from Python, the checks read once)."""
+    import os
+
     import cupy as cp
 
     import gpu_impl
-    from gpu_impl.engines import llama_cpp_chain
+    from gpu_impl.engines import llama_cpp_chain, llama_cpp_chain_dist
     x = cp.asarray(normal_rows(B, V))
     u = cp.asarray(per_row([0.1, 0.5, 0.9], B))
     hist = cp.full((B, 1), -1, cp.int64)
-    return median_us(lambda: gpu_impl.dist(llama_cpp_chain(x, hist, 0, 1.0, 0.0, 0.0, DEFAULT["k"], DEFAULT["p"],
-                                                           DEFAULT["m"], DEFAULT["t"]), u), repeat=20)
+    k, p, m, t = DEFAULT["k"], DEFAULT["p"], DEFAULT["m"], DEFAULT["t"]
+    calls = {"chain then dist": lambda: gpu_impl.dist(llama_cpp_chain(x, hist, 0, 1.0, 0.0, 0.0, k, p, m, t), u),
+             "llama_cpp_chain_dist": lambda: llama_cpp_chain_dist(x, hist, 0, 1.0, 0.0, 0.0, k, p, m, t, u),
+             "top_p": lambda: gpu_impl.top_p(x, p, 0)}
+    out = {}
+    for name, fn in calls.items():
+        out[name] = median_us(fn, repeat=20)
+        os.environ["LOGITCHECK_GRAPHS"] = "0"
+        try:
+            out[f"{name} (eager)"] = median_us(fn, repeat=20)
+        finally:
+            del os.environ["LOGITCHECK_GRAPHS"]
+    return out
+
+
+def public_chain_us(B: int, V: int) -> float:
+    """gpu_impl.llama_cpp_chain + gpu_impl.dist as a user calls them (replayed from graphs)."""
+    return public_us(B, V)["chain then dist"]
 
 
 def run_all(shapes: tuple[tuple[int, int], ...] = ((64, 262144), (1, 262144))) -> dict[str, Any]:
@@ -194,10 +217,11 @@ def run_all(shapes: tuple[tuple[int, int], ...] = ((64, 262144), (1, 262144))) -
     rows = []
     for B, V in shapes:
         rows += [t.row() for t in time_ops(B, V, bw)]
+    public = {f"{B}x{V}": {n: round(v, 1) for n, v in public_us(B, V).items()} for B, V in shapes}
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     return {"device": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
-            "copy_bandwidth_GBps": round(bw / 1e9, 1), "timings": rows,
-            "public_chain_us": {f"{B}x{V}": round(public_chain_us(B, V), 1) for B, V in shapes}}
+            "copy_bandwidth_GBps": round(bw / 1e9, 1), "timings": rows, "public_us": public,
+            "public_chain_us": {shape: times["chain then dist"] for shape, times in public.items()}}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -208,5 +232,7 @@ def table(result: dict[str, Any]) -> str:
         vs_t = f"{r['vs_torch']:8.2f}" if r["vs_torch"] else f"{'-':>8s}"
         lines.append(f"{r['op']:22s} {r['shape']:12s} {r['ours_us']:9.1f} {torch_us} {r['floor_us']:9.1f} {vs_t} "
                      f"{r['vs_floor']:8.2f}")
-    lines.append(f"public llama_cpp_chain + dist (validated, host syncs): {result['public_chain_us']} us")
+    for shape, times in result.get("public_us", {}).items():
+        lines.append(f"public calls {shape} (validated; replayed from graphs / eager), us: "
+                     + ", ".join(f"{n} {times[n]} / {times[n + ' (eager)']}" for n in PUBLIC))
     return "\n".join(lines)

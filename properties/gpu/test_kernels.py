@@ -158,3 +158,47 @@ def test_chain_and_dist_replay_from_a_cuda_graph():
         graph.launch()
     stream.synchronize()
     np.testing.assert_array_equal(ids.get(), eager.get())
+
+
+def _public_calls(B: int, V: int) -> dict:
+    """Each replayed public call, as a decode loop makes it: the same parameters every call,
+    fresh logits and uniforms (history and uniforms handed over on the device or the host)."""
+    from gpu_impl.engines import llama_cpp_chain_dist
+    hist = cp.full((B, 2), -1, cp.int64)
+    chain = (0, 1.0, 0.0, 0.0, per_row([40, 0, 5], B, np.int64), 0.95, per_row([0.05, 0.0], B), 0.8)
+    return {"llama_cpp_chain_dist (device u)": lambda x, u: llama_cpp_chain_dist(x, hist, *chain, cp.asarray(u)),
+            "llama_cpp_chain_dist (host u)": lambda x, u: llama_cpp_chain_dist(x, hist, *chain, u),
+            "llama_cpp_chain": lambda x, u: llama_cpp_chain(x, hist, *chain),
+            "dist": lambda x, u: g.dist(x, u),
+            "top_k": lambda x, u: g.top_k(x, per_row([40, 1, 0], B, np.int64)),
+            "top_p": lambda x, u: g.top_p(x, 0.9, 1),
+            "min_p": lambda x, u: g.min_p(x, per_row([0.05, 1e-45, 2.0], B), 1)}
+
+
+@pytest.mark.parametrize("shape", [(3, 1000), (2, 262144), (64, 8192)], ids=str)
+@pytest.mark.parametrize("name", ["llama_cpp_chain_dist (device u)", "llama_cpp_chain_dist (host u)", "llama_cpp_chain",
+                                  "dist", "top_k", "top_p", "min_p"])
+def test_public_calls_replayed_from_a_graph_equal_eager(name, shape, monkeypatch):
+    """gpu_impl._graphs on the device: the call is captured on its second sighting and every later
+    call, new logits each time, is a replay whose result equals the eager call's bit for bit;
+    NaN logits after the capture raise the eager error. A refused capture fails here with its
+    reason (the CPU tests use a stand-in graph)."""
+    from gpu_impl import _graphs
+    monkeypatch.setattr(_graphs, "STATS", _graphs.Stats())
+    _graphs.clear()
+    B, V = shape
+    call = _public_calls(B, V)[name]
+    xs = [cp.asarray(normal_rows(B, V, seed=s)) for s in range(6)]
+    us = [per_row([0.1, 0.5, 0.9, 0.99], B)[::-1 if s % 2 else 1].copy() for s in range(6)]
+    got = [cp.asnumpy(call(x, u)) for x, u in zip(xs, us)]
+    assert _graphs.STATS.refused == {} and _graphs.STATS.captures == 1, vars(_graphs.STATS)
+    assert _graphs.STATS.replays == 4, vars(_graphs.STATS)
+    monkeypatch.setenv("LOGITCHECK_GRAPHS", "0")
+    for i, (x, u) in enumerate(zip(xs, us)):
+        np.testing.assert_array_equal(got[i], cp.asnumpy(call(x, u)), err_msg=f"call {i}")
+    monkeypatch.delenv("LOGITCHECK_GRAPHS")
+    bad = xs[0].copy()
+    bad[B - 1, V // 2] = cp.nan
+    with pytest.raises(ValueError, match=rf"logits rows \[{B - 1}\] contain NaN or \+inf"):
+        call(bad, us[0])
+    _graphs.clear()

@@ -13,6 +13,7 @@ import pytest
 import gpu_impl
 from gpu_impl import _array, _deferred
 from gpu_impl.engines import llama_cpp_chain, llama_cpp_chain_dist
+from properties.gpu.standin import XP, Device, device_rows, fake_chain_kernels
 
 B, V = 3, 64
 ROWS = np.random.default_rng(0).normal(0, 3, (B, V)).astype(np.float32)
@@ -188,23 +189,6 @@ def test_the_counter_sees_eager_reads(reads: list[int]) -> None:
     assert len(reads) == 3
 
 
-class _Device(np.ndarray):
-    """A NumPy array that answers ``.get()``, as a CuPy array does: a value handed over on the
-    device, for the code's CuPy branches with NumPy standing in (below)."""
-
-    def get(self) -> np.ndarray:
-        return np.asarray(self)
-
-
-class _StandIn:
-    """NumPy as the array module of CuPy rows (``is_cupy`` is true for any module but NumPy);
-    ``asarray`` keeps a device value's type."""
-
-    def __getattr__(self, name: str) -> Any:
-        return np.asanyarray if name == "asarray" else getattr(np, name)
-
-
-XP = _StandIn()
 
 
 @pytest.mark.parametrize("u, message", [
@@ -219,9 +203,9 @@ def test_device_uniform_one_flag_host_message(u: np.ndarray, message: str, reads
     with pytest.raises(ValueError, match=message):
         _array.unit_param(u, B, "u", np)
     with pytest.raises(ValueError, match=message):
-        _deferred.validated(lambda: _array.unit_param(u.view(_Device), B, "u", XP))()
+        _deferred.validated(lambda: _array.unit_param(u.view(Device), B, "u", XP))()
     assert len(reads) == 1
-    ok = np.array([0.0, 0.5, 1.0], np.float32).view(_Device)
+    ok = np.array([0.0, 0.5, 1.0], np.float32).view(Device)
     assert _deferred.validated(lambda: _array.unit_param(ok, B, "u", XP))().tolist() == [0.0, 0.5, 1.0]
 
 
@@ -229,7 +213,7 @@ def test_device_history_checked_by_a_flag_and_sanitised(reads: list[int]) -> Non
     """History ids on the device are checked by a deferred flag (after the NaN check registered
     before them, before a host error after them), and ids outside the row become padding meanwhile."""
     from gpu_impl.penalties import _history
-    h = np.array([[1, 99], [0, -7], [2, 2]]).view(_Device)
+    h = np.array([[1, 99], [0, -7], [2, 2]]).view(Device)
     message = rf"history rows \[0, 1\] hold ids outside \[-1, {V}\) \(-1 is padding\)"
     seen: list[Any] = []
 
@@ -274,12 +258,11 @@ def test_cupy_array_path_with_numpy_standing_in(name: str, monkeypatch: pytest.M
     cupyx = pytest.importorskip("cupyx")
     import gpu_impl.kernels
     monkeypatch.setattr(gpu_impl.kernels, "fits", lambda shape: False)
-    real = _array.get_xp
-    monkeypatch.setattr(_array, "get_xp", lambda x: XP if isinstance(x, _Device) else real(x))
+    device_rows(monkeypatch)
     monkeypatch.setattr(cupyx, "scatter_add", np.add.at)
     want = CALLS[name](ROWS)
     reads.clear()
-    got = CALLS[name](ROWS.view(_Device))
+    got = CALLS[name](ROWS.view(Device))
     for a, b in zip(want if isinstance(want, tuple) else (want,), got if isinstance(got, tuple) else (got,)):
         np.testing.assert_array_equal(np.asarray(b), np.asarray(a))
     assert len(reads) == 1
@@ -287,34 +270,17 @@ def test_cupy_array_path_with_numpy_standing_in(name: str, monkeypatch: pytest.M
 
 @pytest.fixture
 def fake_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The device path's orchestration on the CPU: rows as device values, NumPy standing in for
-    CuPy, and each kernel entry point the chain + dist path calls replaced by NumPy code that
-    computes what the kernel computes (the kernels themselves are judged on a device)."""
-    import gpu_impl.kernels as kernels
-    from gpu_impl.engines.llama_cpp import llama_cpp_chain as chain
-    real = _array.get_xp
-    monkeypatch.setattr(_array, "get_xp", lambda x: XP if isinstance(x, _Device) else real(x))
-
-    def row_max(x: Any) -> tuple[Any, Any]:
-        m = np.asarray(x).max(axis=1)
-        return m, np.array((~(m < np.inf)).sum(), np.uint32)
-
-    def chain_rows(x: Any, rm: Any, plan: tuple[Any, ...], out_max: Any = None) -> Any:
-        k, p, m, t = plan
-        y = chain(np.asarray(x), np.full((x.shape[0], 0), -1), 0, 1.0, 0.0, 0.0, k, p, m, t)
-        if out_max is not None:
-            out_max[...] = y.max(axis=1)
-        return y.view(_Device)
-    monkeypatch.setattr(kernels, "row_max", row_max)
-    monkeypatch.setattr(kernels, "plan_chain", lambda B, V, k, p, mk_p, m, mk_m, t: (k, p, m, t))
-    monkeypatch.setattr(kernels, "chain_rows", chain_rows)
-    monkeypatch.setattr(kernels, "dist_rows", lambda x, rm, u: gpu_impl.dist(np.asarray(x), np.asarray(u)))
+    """The device path's orchestration on the CPU (``properties.gpu.standin``), each call eager
+    (graph replay is tested in test_graph_replay.py)."""
+    monkeypatch.setenv("LOGITCHECK_GRAPHS", "0")
+    device_rows(monkeypatch)
+    fake_chain_kernels(monkeypatch)
 
 
 def _device_call(rows: np.ndarray, u: Any, fused: bool) -> Any:
-    h = np.full((rows.shape[0], 1), -1).view(_Device)
+    h = np.full((rows.shape[0], 1), -1).view(Device)
     args = (h, 0, 1.0, 0.0, 0.0, 40, 0.95, 0.05, 0.8)
-    x = rows.view(_Device)
+    x = rows.view(Device)
     return llama_cpp_chain_dist(x, *args, u) if fused else gpu_impl.dist(llama_cpp_chain(x, *args), u)
 
 
@@ -332,15 +298,15 @@ def test_device_chain_and_dist_orchestration(fused: bool, fake_kernels: None, re
     u = np.array([0.1, 0.5, 0.9])
     want = gpu_impl.dist(llama_cpp_chain(ROWS, np.full((B, 1), -1), 0, 1.0, 0.0, 0.0, 40, 0.95, 0.05, 0.8), u)
     reads.clear()
-    np.testing.assert_array_equal(np.asarray(_device_call(ROWS, u.view(_Device), fused)), want)
+    np.testing.assert_array_equal(np.asarray(_device_call(ROWS, u.view(Device), fused)), want)
     assert len(reads) == (1 if fused else 2)
     assert len(passes) == (1 if fused else 2)
     with pytest.raises(ValueError, match=NAN_MSG):
-        _device_call(NAN, u.view(_Device), fused)
+        _device_call(NAN, u.view(Device), fused)
     with pytest.raises(ValueError, match=r"dist: rows \[0\] have no finite logit to select"):
-        _device_call(EMPTY, np.array([0.1, 2.0, 0.5]).view(_Device), fused)
+        _device_call(EMPTY, np.array([0.1, 2.0, 0.5]).view(Device), fused)
     with pytest.raises(ValueError, match=r"parameter u must lie in \[0, 1\], got \[0.1, 2.0, 0.5\]"):
-        _device_call(ROWS, np.array([0.1, 2.0, 0.5]).view(_Device), fused)
+        _device_call(ROWS, np.array([0.1, 2.0, 0.5]).view(Device), fused)
     huge = np.full((B, V), 3e38, np.float32)  # t = 0.8 overflows every kept logit to +inf
     with pytest.raises(ValueError, match=r"logits rows \[0, 1, 2\] contain NaN or \+inf"):
-        _device_call(huge, u.view(_Device), fused)
+        _device_call(huge, u.view(Device), fused)
