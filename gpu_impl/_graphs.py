@@ -9,13 +9,18 @@ launch the graph and read its one check flag.
 
 The key of a call: the function, the device, the stream, and per argument
   * a CuPy array (the logits, a history, uniforms): its shape and dtype; it is copied into the
-    graph's own buffer (the logits' copy, 43 us at 64 x 262,144 on an H100's bandwidth, buys a
-    key that does not depend on where the caller's array lives);
+    graph's own buffer, so the key does not depend on where the caller's array lives;
   * a host value named as per-row data (``u``: a fresh draw every call): its batch; converted to
     float64 on the host and uploaded into the graph's buffer, when it is a valid uniform;
   * any other host value (k, p, t, a host history): its content.
 Anything else (keywords, a value the key cannot hold, a call inside another public call, a
 capture already under way) runs the eager call.
+
+Arrays of ``IN_PLACE_BYTES`` or more (the logits: a 64 x 262,144 copy moves 128 MB, about 43 us
+of an H100's bandwidth) also key a second graph by their addresses and strides, captured when
+the same addresses come twice: it reads them where they are, as the eager call does, which is
+right whatever array is there now (a decode loop's logits, freed and reallocated, usually come
+back at the same address). The graph never holds the caller's array.
 
 What a replay returns is what the eager call returns: the graph is captured from the call's own
 code (its ``ValueError`` checks become device flags), then launched once on the call that
@@ -45,6 +50,7 @@ from gpu_impl import _deferred
 
 F = TypeVar("F", bound=Callable[..., Any])
 MAX_GRAPHS = 8
+IN_PLACE_BYTES = 1 << 20
 MAX_SEEN = 256  # keys seen once and not yet captured (a churning key never fills memory)
 MAX_CONSTANTS, CONSTANT_BYTES = 256, 1 << 16
 
@@ -67,6 +73,7 @@ class Entry:
 class Stats:
     captures: int = 0
     replays: int = 0
+    in_place: int = 0  # of the replays, those reading the large arguments where they are
     eager: int = 0
     refused: dict[str, int] = field(default_factory=dict)
 
@@ -191,6 +198,8 @@ class _Call:
     key: tuple
     roles: list[str]       # per argument: "copied", "uploaded", "host"
     values: list[Any]      # per argument: what is copied in (the uploaded float64 for data)
+    at: tuple | None       # the in-place key: ``key`` and the large arrays' addresses, if any
+    large: list[bool]      # per argument: read in place by the in-place graph
 
 
 def _classify(name: str, args: tuple, data: frozenset[str], params: list[str]) -> _Call:
@@ -215,7 +224,15 @@ def _classify(name: str, args: tuple, data: frozenset[str], params: list[str]) -
             roles.append("host")
             key.append(_host_key(a))
             values.append(a)
-    return _Call(tuple(key), roles, values)
+    large = [r == "copied" and v.nbytes >= IN_PLACE_BYTES for r, v in zip(roles, values)]
+    places = tuple((i, _address(v), v.strides) for i, v in enumerate(values) if large[i])
+    return _Call(tuple(key), roles, values, (*key, ("at", places)) if places else None, large)
+
+
+def _address(a: Any) -> int:
+    data = getattr(a, "data", None)
+    ptr = getattr(data, "ptr", None)  # CuPy; a NumPy stand-in answers through its interface
+    return int(ptr) if ptr is not None else int(a.__array_interface__["data"][0])
 
 
 def _device_like(ref: Any, shape: tuple, dtype: Any) -> Any:
@@ -226,6 +243,8 @@ def _device_like(ref: Any, shape: tuple, dtype: Any) -> Any:
 
 def _copy_in(call: _Call, statics: list[Any]) -> None:
     for role, static, v in zip(call.roles, statics, call.values):
+        if static is None:  # a host value of the key, or an array read in place
+            continue
         if role == "copied":
             static[...] = v
         elif role == "uploaded":
@@ -252,9 +271,9 @@ def _same(a: Any, b: Any) -> bool:
     return all(x.shape == y.shape and x.dtype == y.dtype and bool(get_xp(x).array_equal(x, y)) for x, y in pairs)
 
 
-def _capture(fn: Callable[..., Any], call: _Call, args: tuple, result: Any) -> Entry:
-    statics = [_device_like(args[0], v.shape, v.dtype) if r in ("copied", "uploaded") else None
-               for r, v in zip(call.roles, call.values)]
+def _capture(fn: Callable[..., Any], call: _Call, args: tuple, result: Any, in_place: bool) -> Entry:
+    statics = [_device_like(args[0], v.shape, v.dtype) if r in ("copied", "uploaded") and not (in_place and big)
+               else None for r, v, big in zip(call.roles, call.values, call.large)]
     _copy_in(call, statics)
     call_args = [s if s is not None else a for s, a in zip(statics, args)]
 
@@ -275,6 +294,31 @@ def _capture(fn: Callable[..., Any], call: _Call, args: tuple, result: Any) -> E
     if (flag is not None and any(_deferred.read_flags([flag]))) or not _same(out, result):
         raise NotReplayable("the graph's result differs from the eager call's")
     return entry
+
+
+def _replay(fn: Callable[..., Any], entry: Entry, call: _Call, args: tuple) -> Any:
+    _copy_in(call, entry.statics)
+    BACKEND.launch(entry.graph)
+    if entry.flag is not None and any(_deferred.read_flags([entry.flag])):
+        STATS.eager += 1
+        return fn(*args)  # a check failed: the eager call raises its error
+    STATS.replays += 1
+    return _copy_out(entry.out)
+
+
+def _consider(fn: Callable[..., Any], key: tuple, call: _Call, args: tuple, result: Any, in_place: bool) -> None:
+    """A sighting of ``key``, whose result was ``result``: captured from the second on."""
+    if key in _REFUSED or not _seen_before(key):
+        return
+    try:
+        entry = _capture(fn, call, args, result, in_place)
+    except Exception as e:  # the result stands; this key stays eager
+        _refuse(key, e.args[0] if isinstance(e, NotReplayable) else type(e).__name__)
+        return
+    STATS.captures += 1
+    _GRAPHS[key] = entry
+    while len(_GRAPHS) > MAX_GRAPHS:
+        _GRAPHS.popitem(last=False)
 
 
 def _refuse(key: tuple | None, reason: str) -> None:
@@ -302,30 +346,22 @@ def replayed(data: tuple[str, ...] = ()) -> Callable[[F], F]:
             except (TypeError, NotReplayable):
                 return fn(*args)
             with _LOCK:
+                entry = _GRAPHS.get(c.at) if c.at is not None else None
+                if entry is not None:
+                    _GRAPHS.move_to_end(c.at)
+                    STATS.in_place += 1
+                    return _replay(fn, entry, c, args)
                 entry = _GRAPHS.get(c.key)
                 if entry is not None:
                     _GRAPHS.move_to_end(c.key)
-                    _copy_in(c, entry.statics)
-                    BACKEND.launch(entry.graph)
-                    if entry.flag is not None and any(_deferred.read_flags([entry.flag])):
-                        STATS.eager += 1
-                        return fn(*args)  # a check failed: the eager call raises its error
-                    STATS.replays += 1
-                    return _copy_out(entry.out)
+                    result = _replay(fn, entry, c, args)
+                    if c.at is not None:
+                        _consider(fn, c.at, c, args, result, in_place=True)
+                    return result
             result = fn(*args)  # raises for a bad call: nothing is captured
             with _LOCK:
                 STATS.eager += 1
-                if c.key in _REFUSED or _seen_before(c.key) is False:
-                    return result
-                try:
-                    entry = _capture(fn, c, args, result)
-                except Exception as e:  # the eager result stands; this key stays eager
-                    _refuse(c.key, e.args[0] if isinstance(e, NotReplayable) else type(e).__name__)
-                    return result
-                STATS.captures += 1
-                _GRAPHS[c.key] = entry
-                while len(_GRAPHS) > MAX_GRAPHS:
-                    _GRAPHS.popitem(last=False)
+                _consider(fn, c.key, c, args, result, in_place=False)
             return result
         return call  # type: ignore[return-value]
     return wrap

@@ -66,6 +66,24 @@ def test_replay_gives_the_eager_result_for_new_data(graphs: FakeGraphs, same_arr
     assert graphs.launches == 7  # the capture's check against the eager result, then 6 replays
 
 
+def test_large_arrays_at_the_same_address_are_read_in_place(graphs: FakeGraphs,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arrays at the same addresses twice get a graph that reads them where they are (no copy in):
+    eager, eager + capture, replay from copies (+ a first sighting of the addresses), replay from
+    copies + capture of the in-place graph, then in-place replays, each on the arrays' new
+    content; a NaN written there still gives the eager error."""
+    monkeypatch.setattr(_graphs, "IN_PLACE_BYTES", 0)
+    x, h = rows(0).view(Device), history()
+    for i in range(7):
+        data, u = rows(i), RNG.random(B)
+        x[...] = data
+        np.testing.assert_array_equal(np.asarray(llama_cpp_chain_dist(x, h, *PARAMS, u)), want_ids(data, u))
+    assert (graphs.captures, _graphs.STATS.replays, _graphs.STATS.in_place) == (2, 5, 3)
+    x[...] = NAN
+    with pytest.raises(ValueError, match=r"logits rows \[1\] contain NaN or \+inf"):
+        llama_cpp_chain_dist(x, h, *PARAMS, RNG.random(B))
+
+
 def test_replay_returns_copies(graphs: FakeGraphs) -> None:
     """A replay's result is not the graph's buffer: the next replay leaves it as it was."""
     for i in range(2):

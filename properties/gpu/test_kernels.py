@@ -202,3 +202,28 @@ def test_public_calls_replayed_from_a_graph_equal_eager(name, shape, monkeypatch
     with pytest.raises(ValueError, match=rf"logits rows \[{B - 1}\] contain NaN or \+inf"):
         call(bad, us[0])
     _graphs.clear()
+
+
+@pytest.mark.parametrize("shape", [(2, 262144), (64, 8192)], ids=str)
+@pytest.mark.parametrize("name", ["llama_cpp_chain_dist (device u)", "llama_cpp_chain", "dist", "top_p"])
+def test_public_calls_read_in_place_equal_eager(name, shape, monkeypatch):
+    """The in-place graphs (logits of 1 MiB or more at the same address twice): one logits buffer
+    rewritten before every call, as a decode loop's output buffer is; after two eager calls and
+    two replays from copies, replays read it in place and equal the eager results bit for bit."""
+    from gpu_impl import _graphs
+    monkeypatch.setattr(_graphs, "STATS", _graphs.Stats())
+    _graphs.clear()
+    B, V = shape
+    call = _public_calls(B, V)[name]
+    x = cp.empty((B, V), cp.float32)
+    data = [cp.asarray(normal_rows(B, V, seed=s)) for s in range(7)]
+    u = per_row([0.1, 0.5, 0.9, 0.99], B)
+    got = []
+    for d in data:
+        x[...] = d
+        got.append(cp.asnumpy(call(x, u)))
+    assert _graphs.STATS.refused == {} and (_graphs.STATS.captures, _graphs.STATS.in_place) == (2, 3), vars(_graphs.STATS)
+    monkeypatch.setenv("LOGITCHECK_GRAPHS", "0")
+    for i, d in enumerate(data):
+        np.testing.assert_array_equal(got[i], cp.asnumpy(call(d, u)), err_msg=f"call {i}")
+    _graphs.clear()
