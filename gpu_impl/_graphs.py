@@ -16,8 +16,8 @@ The key of a call: the function, the device, the stream, and per argument
 Anything else (keywords, a value the key cannot hold, a call inside another public call, a
 capture already under way) runs the eager call.
 
-Arrays of ``IN_PLACE_BYTES`` or more (the logits: a 64 x 262,144 copy moves 128 MB, about 43 us
-of an H100's bandwidth) also key a second graph by their addresses and strides, captured when
+Arrays of ``IN_PLACE_BYTES`` or more (the logits: a 64 x 262,144 copy moves 134 MB, 45 us at
+the 2,954 GB/s device-to-device copy measured on an H100, docs/gpu.md) also key a second graph by their addresses and strides, captured when
 the same addresses come twice: it reads them where they are, as the eager call does, which is
 right whatever array is there now (a decode loop's logits, freed and reallocated, usually come
 back at the same address). The graph never holds the caller's array.
@@ -29,8 +29,8 @@ captured it and compared with that call's eager result bit for bit; a key whose 
 When a replay's flag says a check failed, the eager call runs on the same arguments and raises
 its own error. The returned arrays are copies, never the graph's buffers.
 
-Memory: each graph keeps its intermediates in a private pool (a 64 x 262,144 chain + dist about
-70 MB); at most ``MAX_GRAPHS`` are kept, least recently used first out. ``LOGITCHECK_GRAPHS=0``
+Memory: each graph keeps its intermediates in a private pool (the fused chain's [B, V] float32
+output among them: 64 MiB at 64 x 262,144); at most ``MAX_GRAPHS`` are kept, least recently used first out. ``LOGITCHECK_GRAPHS=0``
 turns replay off.
 """
 from __future__ import annotations
