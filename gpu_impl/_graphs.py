@@ -145,7 +145,10 @@ class CupyGraphs:
     def capture(self, body: Callable[[], Any]) -> tuple[Any, Any, Any]:
         import cupy
         pool, stream = cupy.cuda.MemoryPool(), cupy.cuda.Stream(non_blocking=True)
+        stream.wait_event(cupy.cuda.get_current_stream().record())  # the inputs copied in first
         with cupy.cuda.using_allocator(pool.malloc), stream:
+            body()  # once eagerly on the side stream: the pool holds the blocks the capture reuses
+            stream.synchronize()
             stream.begin_capture()
             try:
                 out = body()
