@@ -111,7 +111,8 @@ def upload(xp: Any, host: Any) -> Any:
     arr = np.ascontiguousarray(host)
     if arr.nbytes > CONSTANT_BYTES:
         return xp.asarray(arr)
-    key = (BACKEND.device(), arr.dtype.str, arr.shape, arr.tobytes())
+    cuda = getattr(xp, "cuda", None)  # None for an array module standing in for CuPy (tests)
+    key = (cuda.runtime.getDevice() if cuda is not None else -1, arr.dtype.str, arr.shape, arr.tobytes())
     with _LOCK:
         dev = _CONSTANTS.get(key)
         if dev is None:

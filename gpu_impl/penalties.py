@@ -8,6 +8,7 @@ import numpy as np
 
 from gpu_impl._array import above_zero, as_logits, is_cupy, on_host, param_xp, quiet, row_param
 from gpu_impl._deferred import check, validated
+from gpu_impl._graphs import upload
 
 
 def _history(xp: ModuleType, history: Any, B: int, V: int, ignore_out_of_vocab: bool = False) -> Any:
@@ -44,7 +45,7 @@ def _history(xp: ModuleType, history: Any, B: int, V: int, ignore_out_of_vocab: 
     if on_host(h):
         if bool(out_of_range.any()):
             raise ValueError(message())
-        return xp.asarray(h)
+        return upload(xp, h)
     check(out_of_range, message)
     return xp.where(out_of_range, -1, h)
 
@@ -80,12 +81,13 @@ def penalised(logits: Any, history: Any, last_n: Any, repeat: Any, freq: Any,
         check(~above_zero(xp, repeat), lambda: f"parameter repeat must be > 0, got {repeat.tolist()}")
     params = (last_n, repeat, freq, present)
     if not all(on_host(a) for a in params):  # on the device: the dense path below runs, reading nothing
-        last_n, repeat, freq, present = (xp.asarray(a) for a in params)
+        last_n, repeat, freq, present = (upload(xp, a) for a in params)
     # on the host when every parameter was given there: then deciding the no-op reads nothing
     active = (last_n > 0) & ~((repeat == 1) & (freq == 0) & (present == 0))
     if h.shape[1] == 0 or (on_host(active) and not bool(active.any())):
         return xp, x, row_max, False
-    last_n, repeat, freq, present, active = (xp.asarray(a) for a in (last_n, repeat, freq, present, active))
+    # uploaded once per content (a graph's capture finds them on the device)
+    last_n, repeat, freq, present, active = (upload(xp, a) for a in (last_n, repeat, freq, present, active))
 
     valid = h >= 0
     # 1 = newest real token: count real tokens from the right, ignoring padding

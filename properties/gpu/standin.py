@@ -26,10 +26,15 @@ class Device(np.ndarray):
 
 class StandIn:
     """NumPy as the array module of CuPy rows (``is_cupy`` is true for any module but NumPy);
-    ``asarray`` keeps a device value's type."""
+    ``asarray`` and ``ascontiguousarray`` keep a device value's type."""
 
     def __getattr__(self, name: str) -> Any:
-        return np.asanyarray if name == "asarray" else getattr(np, name)
+        if name == "asarray":
+            return np.asanyarray
+        if name == "ascontiguousarray":
+            return lambda a, *args, **kw: (np.ascontiguousarray(a, *args, **kw).view(Device)
+                                           if isinstance(a, Device) else np.ascontiguousarray(a, *args, **kw))
+        return getattr(np, name)
 
 
 XP = StandIn()

@@ -66,6 +66,21 @@ def test_replay_gives_the_eager_result_for_new_data(graphs: FakeGraphs, same_arr
     assert graphs.launches == 7  # the capture's check against the eager result, then 6 replays
 
 
+def test_penalties_replayed(graphs: FakeGraphs, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chain with its penalties on (history on the device, its ids changing every call): the
+    penalty parameters are uploaded once, so the call is a graph, and its replays equal the NumPy
+    path."""
+    cupyx = pytest.importorskip("cupyx")
+    monkeypatch.setattr(cupyx, "scatter_add", np.add.at)
+    pen = (3, 1.1, 0.1, 0.1, 40, 0.95, 0.05, 0.8)
+    for i in range(5):
+        data, u = rows(i), RNG.random(B)
+        h = np.random.default_rng(i).integers(-1, V, (B, 4))
+        got = llama_cpp_chain_dist(data.view(Device), h.view(Device), *pen, u)
+        np.testing.assert_array_equal(np.asarray(got), gpu_impl.dist(llama_cpp_chain(data, h, *pen), u))
+    assert (_graphs.STATS.captures, _graphs.STATS.replays, _graphs.STATS.refused) == (1, 3, {})
+
+
 def test_large_arrays_at_the_same_address_are_read_in_place(graphs: FakeGraphs,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Arrays at the same addresses twice get a graph that reads them where they are (no copy in):
