@@ -206,11 +206,6 @@ def public_us(B: int, V: int) -> dict[str, float]:
     return out
 
 
-def public_chain_us(B: int, V: int) -> float:
-    """gpu_impl.llama_cpp_chain + gpu_impl.dist as a user calls them (replayed from graphs)."""
-    return public_us(B, V)["chain then dist"]
-
-
 def run_all(shapes: tuple[tuple[int, int], ...] = ((64, 262144), (1, 262144))) -> dict[str, Any]:
     import cupy as cp
     bw = copy_bandwidth()

@@ -10,6 +10,7 @@ against an already narrowed prefix, as they do inside a select. Not a test: it a
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import Any, Callable
@@ -92,8 +93,8 @@ def stage_times(B: int, V: int) -> dict[str, float]:
 
 
 def public_path_profile(B: int, V: int, calls: int = 100, top: int = 25) -> dict[str, Any]:
-    """The validated public ``llama_cpp_chain`` + ``dist`` under cProfile: wall time per call of
-    each piece and the functions with the most own time (the host side's cost, which the
+    """The validated public ``llama_cpp_chain`` + ``dist`` under cProfile (replayed from graphs, as
+    they run by default; the eager path's wall time beside it): wall time per call of each piece and the functions with the most own time (the host side's cost, which the
     graph-replayed kernels do not pay), so the next change to that path aims at what it costs."""
     import cProfile
     import io
@@ -112,6 +113,11 @@ def public_path_profile(B: int, V: int, calls: int = 100, top: int = 25) -> dict
     timings = {"chain": host_us(lambda: llama_cpp_chain(*args), calls),
                "dist": host_us(lambda: gpu_impl.dist(y, u), calls),
                "chain + dist": host_us(lambda: gpu_impl.dist(llama_cpp_chain(*args), u), calls)}
+    os.environ["LOGITCHECK_GRAPHS"] = "0"  # the same calls eager (gpu_impl._graphs off)
+    try:
+        timings["chain + dist (eager)"] = host_us(lambda: gpu_impl.dist(llama_cpp_chain(*args), u), calls)
+    finally:
+        del os.environ["LOGITCHECK_GRAPHS"]
     prof = cProfile.Profile()
     prof.enable()
     for _ in range(calls):
