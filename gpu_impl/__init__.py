@@ -3,7 +3,9 @@
 Every function takes ``[batch, vocab]`` logits and runs unchanged on NumPy or CuPy arrays
 (``xp = cupy.get_array_module(x)``; CuPy is imported only when handed a non-NumPy array). On
 CuPy a fused RawKernel does the row softmax (``gpu_impl.kernels``). Nothing is truncated or
-reordered: a dropped token becomes -inf. This package never imports ``oracle``.
+reordered: a dropped token becomes -inf. This package never imports ``oracle``. On CuPy, the
+samplers with kernels replay a call repeated with the same shapes and parameters from a CUDA graph
+(``gpu_impl._graphs``; same results and errors; ``LOGITCHECK_GRAPHS=0`` turns it off).
 
 Contract
 --------
