@@ -31,7 +31,8 @@ its own error. The returned arrays are copies, never the graph's buffers.
 
 Memory: each graph keeps its intermediates in a private pool (the fused chain's [B, V] float32
 output among them: 64 MiB at 64 x 262,144); at most ``MAX_GRAPHS`` are kept, least recently used first out. ``LOGITCHECK_GRAPHS=0``
-turns replay off.
+turns replay off. A graph freezes the code that captured it: code that patches gpu_impl's
+internals while it runs (a test's stand-in kernels) turns replay off or calls ``clear()``.
 """
 from __future__ import annotations
 
