@@ -227,7 +227,8 @@ def _report(out: Path, steps: list[dict[str, Any]], bench: dict[str, Any]) -> bo
         tables["gpu_kernel_timings"] = bench["timings"]
         tables["gpu_device"] = {"device": bench.get("device"), "copy_bandwidth_GBps": bench.get("copy_bandwidth_GBps"),
                                 "public_chain_us": json.dumps(bench.get("public_chain_us")),
-                                "public_us": json.dumps(bench.get("public_us"))}
+                                "public_us": json.dumps(bench.get("public_us")),
+                                "graph_stats": json.dumps(bench.get("graph_stats"))}
     elif bench.get("error"):
         tables["gpu_device"] = {"benchmark_error": bench["error"]}
     path.write_text(json.dumps(results, indent=1, default=str))

@@ -212,11 +212,14 @@ def run_all(shapes: tuple[tuple[int, int], ...] = ((64, 262144), (1, 262144))) -
     rows = []
     for B, V in shapes:
         rows += [t.row() for t in time_ops(B, V, bw)]
+    from gpu_impl import _graphs
     public = {f"{B}x{V}": {n: round(v, 1) for n, v in public_us(B, V).items()} for B, V in shapes}
     props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
     return {"device": props["name"].decode() if isinstance(props["name"], bytes) else str(props["name"]),
             "copy_bandwidth_GBps": round(bw / 1e9, 1), "timings": rows, "public_us": public,
-            "public_chain_us": {shape: times["chain then dist"] for shape, times in public.items()}}
+            "public_chain_us": {shape: times["chain then dist"] for shape, times in public.items()},
+            # whether the public calls above were replayed, and why a capture was refused
+            "graph_stats": dict(vars(_graphs.STATS))}
 
 
 def table(result: dict[str, Any]) -> str:
@@ -227,6 +230,8 @@ def table(result: dict[str, Any]) -> str:
         vs_t = f"{r['vs_torch']:8.2f}" if r["vs_torch"] else f"{'-':>8s}"
         lines.append(f"{r['op']:22s} {r['shape']:12s} {r['ours_us']:9.1f} {torch_us} {r['floor_us']:9.1f} {vs_t} "
                      f"{r['vs_floor']:8.2f}")
+    if "graph_stats" in result:
+        lines.append(f"graph replay of the public calls: {result['graph_stats']}")
     for shape, times in result.get("public_us", {}).items():
         lines.append(f"public calls {shape} (validated; replayed from graphs / eager), us: "
                      + ", ".join(f"{n} {times[n]} / {times[n + ' (eager)']}" for n in PUBLIC))
