@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gpu_impl
 from gpu_impl import _deferred, _graphs
@@ -220,3 +222,61 @@ def test_upload_is_kept_by_content(graphs: FakeGraphs) -> None:
     finally:
         _graphs._KEEP.reset(token)
     assert keep == [a]
+
+
+_SETS = [PARAMS, (0, 1.0, 0.0, 0.0, 5, 0.5, 0.0, 1.5), (3, 1.2, 0.1, 0.0, 0, 1.0, 0.1, 0.0)]
+_DATA = ["rows", "rows", "rows", "NaN row", "empty row", "u out of [0, 1]"]
+
+
+def _one(kind: str, params: int, data: str, seed: int, x: Any, h: Any) -> Any:
+    """One public call of a decode loop: its logits written into ``x`` (a Device array), its result
+    (or its error's text)."""
+    rng = np.random.default_rng(seed)
+    x[...] = rows(seed)
+    if data == "NaN row":
+        x[seed % B, seed % V] = np.nan
+    elif data == "empty row":
+        x[seed % B] = -np.inf
+    u = rng.random(B) * (3.0 if data == "u out of [0, 1]" else 1.0)
+    h[...] = rng.integers(-1, V, h.shape)
+    try:
+        if kind == "chain_dist":
+            out = llama_cpp_chain_dist(x, h, *_SETS[params], u)
+        elif kind == "chain":
+            out = llama_cpp_chain(x, h, *_SETS[params])
+        else:
+            out = gpu_impl.dist(x, u)
+        return np.array(out)
+    except ValueError as e:
+        return str(e)
+
+
+@settings(max_examples=25, deadline=None)
+@given(calls=st.lists(st.tuples(st.sampled_from(["chain_dist", "chain", "dist"]), st.sampled_from([0, 0, 1, 2]),
+                                st.sampled_from(_DATA), st.integers(0, 50), st.sampled_from([True, True, False])),
+                      min_size=6, max_size=20))
+def test_any_sequence_of_calls_equals_the_eager_calls(calls: list) -> None:
+    """Model-based: a random decode loop (three functions, three parameter sets, bad rows and bad
+    uniforms mixed in, logits in one rewritten array or a new one) gives, call by call, what the
+    same calls give with replay off; errors included. Seed: Hypothesis' (the profile's)."""
+    import cupyx
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_graphs, "BACKEND", FakeGraphs())
+        mp.setattr(_graphs, "STATS", _graphs.Stats())
+        mp.setattr(_graphs, "IN_PLACE_BYTES", 0)
+        mp.setattr(cupyx, "scatter_add", np.add.at)
+        device_rows(mp)
+        fake_chain_kernels(mp)
+        _graphs.clear()
+        shared, h = np.zeros((B, V), np.float32).view(Device), np.zeros((B, 3), np.int64).view(Device)
+        for kind, params, data, seed, same in calls:
+            x = shared if same else np.zeros((B, V), np.float32).view(Device)
+            mp.delenv("LOGITCHECK_GRAPHS", raising=False)
+            got = _one(kind, params, data, seed, x, h)
+            mp.setenv("LOGITCHECK_GRAPHS", "0")
+            want = _one(kind, params, data, seed, x, h)
+            if isinstance(want, str) or isinstance(got, str):
+                assert got == want
+            else:
+                np.testing.assert_array_equal(got, want)
+        _graphs.clear()
