@@ -52,7 +52,7 @@ from gpu_impl import _deferred
 F = TypeVar("F", bound=Callable[..., Any])
 MAX_GRAPHS = 8
 IN_PLACE_BYTES = 1 << 20
-MAX_SEEN = 256  # keys seen once and not yet captured (a churning key never fills memory)
+MAX_SEEN = 256  # keys seen once and not yet captured, and keys refused (a churning key never fills memory)
 MAX_CONSTANTS, CONSTANT_BYTES = 256, 1 << 16
 
 
@@ -83,7 +83,7 @@ STATS = Stats()
 _LOCK = threading.RLock()
 _GRAPHS: OrderedDict[tuple, Entry] = OrderedDict()
 _SEEN: OrderedDict[tuple, int] = OrderedDict()
-_REFUSED: dict[tuple, str] = {}
+_REFUSED: OrderedDict[tuple, str] = OrderedDict()
 _CONSTANTS: OrderedDict[tuple, Any] = OrderedDict()
 _KEEP: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("gpu_impl_graph_keep", default=None)
 
@@ -330,6 +330,8 @@ def _refuse(key: tuple | None, reason: str) -> None:
     STATS.refused[reason] = STATS.refused.get(reason, 0) + 1
     if key is not None:
         _REFUSED[key] = reason
+        while len(_REFUSED) > MAX_SEEN:
+            _REFUSED.popitem(last=False)
 
 
 def replayed(data: tuple[str, ...] = ()) -> Callable[[F], F]:
