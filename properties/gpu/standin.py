@@ -46,8 +46,8 @@ def device_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_array, "get_xp", lambda x: XP if isinstance(x, Device) else real(x))
 
 
-def fake_chain_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The kernel entry points of the chain + dist path, as NumPy code."""
+def stand_in_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel entry points of the chain + dist path and of top_k, top_p and min_p, as NumPy code."""
     import gpu_impl.kernels as kernels
     from gpu_impl.engines.llama_cpp import llama_cpp_chain as chain
 
@@ -66,6 +66,11 @@ def fake_chain_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kernels, "chain_rows", chain_rows)
     monkeypatch.setattr(kernels, "dist_rows",
                         lambda x, rm, u: gpu_impl.dist(np.asarray(x), np.asarray(u)).view(Device))
+    monkeypatch.setattr(kernels, "top_k_rows", lambda x, k: gpu_impl.top_k(np.asarray(x), np.asarray(k)).view(Device))
+    monkeypatch.setattr(kernels, "top_p_rows", lambda x, rm, p, mk: gpu_impl.top_p(np.asarray(x), np.asarray(p),
+                                                                                   np.asarray(mk)).view(Device))
+    monkeypatch.setattr(kernels, "min_p_rows", lambda x, rm, p, mk, short=True: gpu_impl.min_p(
+        np.asarray(x), np.asarray(p), np.asarray(mk)).view(Device))
 
 
 class FakeGraph:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import gpu_impl
 from gpu_impl import _deferred, _graphs
 from gpu_impl.engines import llama_cpp_chain, llama_cpp_chain_dist
-from properties.gpu.standin import Device, FakeGraphs, device_rows, fake_chain_kernels
+from properties.gpu.standin import Device, FakeGraphs, device_rows, stand_in_kernels
 
 B, V = 3, 64
 RNG = np.random.default_rng(5)
@@ -34,7 +34,7 @@ def graphs(monkeypatch: pytest.MonkeyPatch) -> FakeGraphs:
     monkeypatch.setattr(_graphs, "STATS", _graphs.Stats())
     monkeypatch.delenv("LOGITCHECK_GRAPHS", raising=False)
     device_rows(monkeypatch)
-    fake_chain_kernels(monkeypatch)
+    stand_in_kernels(monkeypatch)
     _graphs.clear()
     yield fake
     _graphs.clear()
@@ -244,19 +244,25 @@ def _one(kind: str, params: int, data: str, seed: int, x: Any, h: Any) -> Any:
             out = llama_cpp_chain_dist(x, h, *_SETS[params], u)
         elif kind == "chain":
             out = llama_cpp_chain(x, h, *_SETS[params])
-        else:
+        elif kind == "dist":
             out = gpu_impl.dist(x, u)
+        elif kind == "top_k":
+            out = gpu_impl.top_k(x, [5, 0, 70][params])
+        elif kind == "top_p":
+            out = gpu_impl.top_p(x, [0.9, 0.5, 1.0][params], 1)
+        else:
+            out = gpu_impl.min_p(x, np.array([0.05, 0.5, 2.0])[[params] * B], 1)
         return np.array(out)
     except ValueError as e:
         return str(e)
 
 
-@settings(max_examples=25, deadline=None)
-@given(calls=st.lists(st.tuples(st.sampled_from(["chain_dist", "chain", "dist"]), st.sampled_from([0, 0, 1, 2]),
+@settings(max_examples=40, deadline=None)
+@given(calls=st.lists(st.tuples(st.sampled_from(["chain_dist", "chain", "dist", "top_k", "top_p", "min_p"]), st.sampled_from([0, 0, 1, 2]),
                                 st.sampled_from(_DATA), st.integers(0, 50), st.sampled_from([True, True, False])),
-                      min_size=6, max_size=20))
+                      min_size=8, max_size=24))
 def test_any_sequence_of_calls_equals_the_eager_calls(calls: list) -> None:
-    """Model-based: a random decode loop (three functions, three parameter sets, bad rows and bad
+    """Model-based: a random decode loop (six functions, three parameter sets, bad rows and bad
     uniforms mixed in, logits in one rewritten array or a new one) gives, call by call, what the
     same calls give with replay off; errors included. Seed: Hypothesis' (the profile's)."""
     import cupyx
@@ -266,7 +272,7 @@ def test_any_sequence_of_calls_equals_the_eager_calls(calls: list) -> None:
         mp.setattr(_graphs, "IN_PLACE_BYTES", 0)
         mp.setattr(cupyx, "scatter_add", np.add.at)
         device_rows(mp)
-        fake_chain_kernels(mp)
+        stand_in_kernels(mp)
         _graphs.clear()
         shared, h = np.zeros((B, V), np.float32).view(Device), np.zeros((B, 3), np.int64).view(Device)
         for kind, params, data, seed, same in calls:

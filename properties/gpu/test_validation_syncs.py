@@ -13,7 +13,7 @@ import pytest
 import gpu_impl
 from gpu_impl import _array, _deferred
 from gpu_impl.engines import llama_cpp_chain, llama_cpp_chain_dist
-from properties.gpu.standin import XP, Device, device_rows, fake_chain_kernels
+from properties.gpu.standin import XP, Device, device_rows, stand_in_kernels
 
 B, V = 3, 64
 ROWS = np.random.default_rng(0).normal(0, 3, (B, V)).astype(np.float32)
@@ -274,7 +274,7 @@ def fake_kernels(monkeypatch: pytest.MonkeyPatch) -> None:
     (graph replay is tested in test_graph_replay.py)."""
     monkeypatch.setenv("LOGITCHECK_GRAPHS", "0")
     device_rows(monkeypatch)
-    fake_chain_kernels(monkeypatch)
+    stand_in_kernels(monkeypatch)
 
 
 def _device_call(rows: np.ndarray, u: Any, fused: bool) -> Any:
