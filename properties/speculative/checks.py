@@ -117,8 +117,10 @@ def check_first_token_exact(impl, case: SpecCase, n_a: int | None = None, n_r: i
     qh = q0 / q0.sum()
     drafts = np.flatnonzero(qh > 0)
     counts = {int(d): np.bincount(call(impl, case, np.full((n, 1), d), a, r)[0][:, 0], minlength=v) for d in drafts}
-    verdicts = [_exact_verdict(case, p0, qh, counts, n_a, n_r) for p0 in legal_rows(case.p[0], case.top_k, case.top_p)]
-    figure, why = next(((f, w) for f, w in verdicts if w is None), verdicts[0])
+    # the oracle's row first, then the legal rows nearest it, until one holds the counts
+    verdicts = (_exact_verdict(case, p0, qh, counts, n_a, n_r) for p0 in legal_rows(case.p[0], case.top_k, case.top_p))
+    first = next(verdicts)
+    figure, why = first if first[1] is None else next(((f, w) for f, w in verdicts if w is None), first)
     FIGURES.append(figure)
     if why:
         fail("first_token_exact", case, why)

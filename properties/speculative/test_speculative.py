@@ -112,3 +112,27 @@ def test_per_row_filters(impl):
             assert np.array_equal(one[0][0], tokens[b]) and one[1][0] == n[b], f"row {b} depends on its batch"
             pf = [spec.target_filter(row, int(k[b]), float(tp[b])) for row in p[b].astype(np.float64)]
             assert all(pf[i][t] > 0 for i, t in enumerate(tokens[b, :n[b]])), f"row {b} emitted a dropped token"
+
+
+def test_legal_rows_come_nearest_the_oracle_first_and_lazily():
+    """A dense row of 151,936 tokens at p = 0.5 has 1,044 legal kept counts: they are produced one
+    at a time, the oracle's row first, then the counts nearest the oracle's (k, k - 1, k + 1, ...),
+    so a judge reaches a correct fp32 engine's count without building the others (each is a row of
+    V float64: building all 1,044 took 34.5 s and 1.25 GB for this one row, and a nightly run of
+    the speculative room with the call log grew past 11 GB and its 30-minute limit)."""
+    import inspect
+    import itertools
+
+    from properties.speculative.filters import kept_counts, legal_rows
+    rng = np.random.default_rng(0)
+    v = 151936
+    row = rng.random(v) * (rng.random(v) < 0.9)
+    row[rng.integers(v)] += 1.0
+    row = (row / row.sum()).astype(np.float32).astype(np.float64)
+    assert len(kept_counts(spec.target_top_k(row, 0), 0.5)) == 1044
+    rows = legal_rows(row, 0, 0.5)
+    assert inspect.isgenerator(rows)
+    first = list(itertools.islice(rows, 5))
+    k = spec.top_p_kept(row, 0.5)
+    np.testing.assert_array_equal(first[0], spec.target_top_p(row, 0.5))
+    assert [int(np.count_nonzero(r)) for r in first[1:]] == [k - 1, k + 1, k - 2, k + 2]
