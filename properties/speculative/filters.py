@@ -85,10 +85,25 @@ def legal_rows(row: np.ndarray, top_k: int, top_p: float) -> Iterator[np.ndarray
 
 def legal_targets(p: np.ndarray, top_k: int, top_p: float, limit: int = 16) -> list[np.ndarray]:
     """Filtered targets [K+1, V] an fp32 engine may legally reach from ``p`` (before its own
-    filters), the oracle's first; at most ``limit`` combinations of the positions' legal rows
-    (each position's nearest ``limit``)."""
+    filters), the oracle's first; at most ``limit`` combinations of the positions' legal rows, the
+    nearest the oracle's first (every position varies, not only the last)."""
     per_row = [list(itertools.islice(legal_rows(r, top_k, top_p), limit)) for r in np.asarray(p)]
-    return [np.stack(c) for c in itertools.islice(itertools.product(*per_row), limit)]
+    picks = itertools.islice(nearest_first([len(r) for r in per_row]), limit)
+    return [np.stack([rows[i] for rows, i in zip(per_row, pick)]) for pick in picks]
+
+
+def nearest_first(lengths: list[int]) -> Iterator[tuple[int, ...]]:
+    """Every index tuple into lists of these lengths, by the sum of its indices (all zeros first)."""
+    def with_sum(s: int, ns: list[int]) -> Iterator[tuple[int, ...]]:
+        if len(ns) == 1:
+            if s < ns[0]:
+                yield (s,)
+            return
+        for i in range(min(s, ns[0] - 1) + 1):
+            for rest in with_sum(s - i, ns[1:]):
+                yield (i, *rest)
+    for s in range(sum(n - 1 for n in lengths) + 1):
+        yield from with_sum(s, lengths)
 
 
 def eps_p(pf_row: np.ndarray, vocab: int, top_k: int, top_p: float) -> float:

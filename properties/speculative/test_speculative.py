@@ -3,6 +3,8 @@ impl ≡ oracle up to float32 threshold reach, all-accepted, all-rejected, ties 
 top-p cuts, per-row top_k / top_p; and the oracle itself against a direct computation."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import example, given, settings, strategies as st
@@ -136,3 +138,12 @@ def test_legal_rows_come_nearest_the_oracle_first_and_lazily():
     k = spec.top_p_kept(row, 0.5)
     np.testing.assert_array_equal(first[0], spec.target_top_p(row, 0.5))
     assert [int(np.count_nonzero(r)) for r in first[1:]] == [k - 1, k + 1, k - 2, k + 2]
+
+
+def test_legal_targets_vary_every_position_nearest_first():
+    """The combinations of the positions' legal rows come by total distance from the oracle's, so
+    within the limit every position varies (before, only the last one did)."""
+    from properties.speculative.filters import nearest_first
+    assert list(nearest_first([3, 3]))[:6] == [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (2, 0)]
+    assert sorted(nearest_first([2, 3, 1])) == sorted(itertools.product(range(2), range(3), range(1)))
+    assert list(nearest_first([1, 1])) == [(0, 0)]
