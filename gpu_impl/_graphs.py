@@ -301,13 +301,14 @@ def _capture(fn: Callable[..., Any], call: _Call, args: tuple, result: Any, in_p
     return entry
 
 
-def _replay(fn: Callable[..., Any], entry: Entry, call: _Call, args: tuple) -> Any:
+def _replay(fn: Callable[..., Any], entry: Entry, call: _Call, args: tuple, in_place: bool = False) -> Any:
     _copy_in(call, entry.statics)
     BACKEND.launch(entry.graph)
     if entry.flag is not None and any(_deferred.read_flags([entry.flag])):
         STATS.eager += 1
         return fn(*args)  # a check failed: the eager call raises its error
     STATS.replays += 1
+    STATS.in_place += in_place
     return _copy_out(entry.out)
 
 
@@ -356,8 +357,7 @@ def replayed(data: tuple[str, ...] = ()) -> Callable[[F], F]:
                 entry = _GRAPHS.get(c.at) if c.at is not None else None
                 if entry is not None:
                     _GRAPHS.move_to_end(c.at)
-                    STATS.in_place += 1
-                    return _replay(fn, entry, c, args)
+                    return _replay(fn, entry, c, args, in_place=True)
                 entry = _GRAPHS.get(c.key)
                 if entry is not None:
                     _GRAPHS.move_to_end(c.key)
