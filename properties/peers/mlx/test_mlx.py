@@ -234,3 +234,26 @@ def test_mlx_finding_still_reproduces(finding):
     got, want = finding.replay()
     assert got == finding.llama_output, f"MLX now gives {got}, recorded {finding.llama_output}"
     assert want == finding.oracle_output, f"the reference now gives {want}, recorded {finding.oracle_output}"
+
+
+def test_a_wide_half_precision_allowance_never_turns_top_p_off():
+    """Pinned from a nightly (seed 4): a bfloat16 row with |l| up to 16.3 gives δ = 0.506 > p = 0.5,
+    and the bracket's fewer end clamped p to 0, which MLX reads as top_p off (every token kept), so
+    MLX keeping only its 0.99-probability top token was called outside. The fewer end now stays at
+    the smallest positive p. Both ways: a row that drops the top token is still outside."""
+    import ml_dtypes
+
+    row = np.array([2.0735052, 4.929709, 1.9826225, -7.8189435, 5.432135, 2.6782475, -3.2217195, 3.4867086,
+                    2.1874344, 1.764795, 0.17053345, 3.280278, -4.4187245, -0.97745967, -2.892716, 3.5930772,
+                    0.23833264, -1.7547405, -4.6914506, -1.5431534, 0.04885308, -1.6536174, 7.764383, 6.0403457,
+                    -16.266975, -11.33408, -1.0486325, -2.5331426, 1.281858, 1.3039316, 12.707032, -6.6721244,
+                    -2.26563], np.float32).astype(ml_dtypes.bfloat16).astype(np.float32)
+    s = Settings(temperature=1.0, top_k=0, top_p=0.5, min_p=0.0, typical_p=1.0, epsilon=0.0, eta=0.0,
+                 repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0, prompt=(), output=(),
+                 min_tokens_to_keep=1, repeat_last_n=64)
+    top_only = np.full(row.size, -np.inf)
+    top_only[30] = 0.0
+    assert outside(row.astype(np.float64), s, top_only, "bfloat16") == {}
+    no_top = np.full(row.size, -np.inf)
+    no_top[22] = 0.0
+    assert outside(row.astype(np.float64), s, no_top, "bfloat16") != {}

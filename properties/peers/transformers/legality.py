@@ -34,13 +34,15 @@ PROB_TOL = {"float64": 1e-12, "float32": 1e-6}
 
 def shift(params: dict, thresholds: dict[str, int], keep_more: bool, delta: float) -> dict:
     """Thresholds moved by δ towards keeping fewer / more tokens (mass thresholds additively,
-    probability thresholds by a factor e^±δ), clamped to each warper's legal range."""
+    probability thresholds by a factor e^±δ), clamped to each warper's legal range. top_p is
+    clamped above 0: p = 0 turns MLX's top_p off (keeping every token), so a δ past p must leave it
+    at its fewest, never off."""
     out = dict(params)
     for name, grows in thresholds.items():
         up = (grows > 0) == keep_more
         v = params[name]
         moved = (v + delta if up else v - delta) if name in ("p", "mass") else v * math.exp(delta if up else -delta)
-        lo, hi = (1e-12, 1 - 1e-12) if name in ("mass", "eps") else (0.0, 1.0)
+        lo, hi = (1e-12, 1 - 1e-12) if name in ("mass", "eps") else (1e-12, 1.0) if name == "p" else (0.0, 1.0)
         out[name] = min(max(moved, lo), hi)
     return out
 
