@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gpu_impl._deferred import check
+from gpu_impl._deferred import check, on_host
 
 NEG_INF = np.float32(-np.inf)
 
@@ -115,11 +115,6 @@ def require_candidates(xp: ModuleType, row_max: Any, fn: str) -> None:
     """Selection needs at least one finite logit per row."""
     empty = row_max == NEG_INF
     check(empty, lambda: f"{fn}: rows {xp.nonzero(empty)[0].tolist()} have no finite logit to select")
-
-
-def on_host(a: Any) -> bool:
-    """A value the host holds (scalar, list, NumPy array): deciding on it costs no device read."""
-    return not hasattr(a, "get")
 
 
 def param_xp(xp: ModuleType, value: Any) -> ModuleType:

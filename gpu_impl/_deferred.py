@@ -30,16 +30,21 @@ Message = Callable[[], str]
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def on_host(a: Any) -> bool:
+    """A value the host holds (scalar, list, NumPy array): deciding on it costs no device read."""
+    return not hasattr(a, "get")
+
+
 def read_flags(flags: list[Any]) -> list[bool]:
     """The one host read of a call's flags: host booleans as they are, device ones stacked and
     copied back together. Every deferred check goes through here (tests count the calls)."""
-    device = [i for i, f in enumerate(flags) if not isinstance(f, (bool, np.bool_, np.ndarray))]
+    device = [i for i, f in enumerate(flags) if not on_host(f)]
     values = [bool(f) if i not in device else False for i, f in enumerate(flags)]
     if len(device) == 1:  # one flag: copied back as it is
         values[device[0]] = bool(flags[device[0]].get())
     elif device:
-        import cupy
-        got = cupy.stack([flags[i].reshape(()) for i in device]).get()
+        from gpu_impl._array import get_xp
+        got = get_xp(flags[device[0]]).stack([flags[i].reshape(()) for i in device]).get()
         for i, v in zip(device, got):
             values[i] = bool(v)
     return values
@@ -68,12 +73,12 @@ class Checks:
         """One 0-d flag, true where any pending check fails, computed where the flags are (on the
         device: no read, so a graph captures it), or None when there is none; clears the checks."""
         pending, self._pending = self._pending, []
-        host = [bool(f) for f, _ in pending if isinstance(f, (bool, np.bool_, np.ndarray))]
-        device = [f for f, _ in pending if not isinstance(f, (bool, np.bool_, np.ndarray))]
+        host = [bool(f) for f, _ in pending if on_host(f)]
+        device = [f for f, _ in pending if not on_host(f)]
         if not device or any(host):
             return np.asarray(any(host)) if pending else None
-        import cupy
-        return cupy.stack([f.reshape(()).astype(bool) for f in device]).any()
+        from gpu_impl._array import get_xp
+        return get_xp(device[0]).stack([f.reshape(()).astype(bool) for f in device]).any()
 
 
 _ACTIVE: contextvars.ContextVar[Checks | None] = contextvars.ContextVar("gpu_impl_checks", default=None)

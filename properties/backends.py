@@ -99,7 +99,7 @@ class Impl:
 
     def __init__(self, module: ModuleType, backend: str) -> None:
         self.module, self.backend = module, backend
-        self.xp = cupy_or_none() if backend == "cupy" else np
+        self.xp = np if backend == "numpy" else cupy_or_none()  # emulated: the stand-in, installed as cupy
         if self.xp is None:
             raise RuntimeError("backend cupy requested but cupy cannot be imported")
 
@@ -125,7 +125,7 @@ class Impl:
     def to_host(self, x: Any) -> Any:
         if isinstance(x, tuple):
             return tuple(self.to_host(v) for v in x)
-        if self.backend == "cupy" and hasattr(x, "get"):
+        if self.backend != "numpy" and hasattr(x, "get"):
             return x.get()
         return np.asarray(x) if hasattr(x, "__array__") else x
 

@@ -19,6 +19,8 @@ from properties import profiles  # noqa: F401  (registers and loads the hypothes
 from properties import calls, numerics, recording, verdict
 from properties.failure import failure_in
 from properties import case_coverage
+from properties.gpu.emulator.cupy_standin import install as install_emulator
+from properties.gpu.emulator.launch import unavailable_reason as emulator_reason
 from properties.backends import NOT_COVERED, CaseUnsupported, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl, part_of
 
 
@@ -26,8 +28,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("logitcheck")
     group.addoption("--impl", default=os.environ.get("LOGITCHECK_IMPL", "gpu_impl"),
                     help="module with gpu_impl's API to judge (default: gpu_impl)")
-    group.addoption("--backend", choices=("numpy", "cupy"), default=os.environ.get("LOGITCHECK_BACKEND", "numpy"),
-                    help="array backend the implementation runs on")
+    group.addoption("--backend", choices=("numpy", "cupy", "emulated"), default=os.environ.get("LOGITCHECK_BACKEND", "numpy"),
+                    help="array backend the implementation runs on; emulated: gpu_impl's device path on the CPU, "
+                         "its CUDA kernels run from their source by properties/gpu/emulator (no GPU, no CuPy)")
     group.addoption("--lc-results", default=None, help="write measured results (JSON) here")
     group.addoption("--judged-only", action="store_true", default=False,
                     help="run only the tests that take the implementation (impl, oimpl, qimpl): what judges it")
@@ -121,6 +124,11 @@ def pytest_configure(config: pytest.Config) -> None:
         _STREAM["path"] = Path(str(results) + ".failures.jsonl")
         _STREAM["path"].unlink(missing_ok=True)
     # --backend cupy on a machine that cannot run it must not look like a green run of skips
+    if config.getoption("--backend") == "emulated":
+        reason = emulator_reason()
+        if reason:
+            raise pytest.UsageError(f"--backend emulated needs a C++ compiler: {reason}")
+        install_emulator()
     if config.getoption("--backend") == "cupy":
         reason = cupy_device_reason()
         if reason:

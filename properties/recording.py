@@ -269,6 +269,9 @@ def versions() -> dict[str, str]:
 
 
 def device(backend: str) -> str:
+    if backend == "emulated":
+        return (f"CPU ({platform.machine()}, {os.cpu_count()} cores): gpu_impl's CUDA kernels emulated from their "
+                "source, NumPy for the array code")
     if backend != "cupy":
         return f"CPU via NumPy ({platform.machine()}, {os.cpu_count()} cores)"
     reason = cupy_device_reason()

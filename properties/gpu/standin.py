@@ -31,6 +31,8 @@ class StandIn:
     def __getattr__(self, name: str) -> Any:
         if name == "asarray":
             return np.asanyarray
+        if name == "stack":  # flags stacked on the device stay there
+            return lambda arrays, *args, **kw: np.stack(arrays, *args, **kw).view(Device)
         if name == "ascontiguousarray":
             return lambda a, *args, **kw: (np.ascontiguousarray(a, *args, **kw).view(Device)
                                            if isinstance(a, Device) else np.ascontiguousarray(a, *args, **kw))

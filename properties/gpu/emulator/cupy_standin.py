@@ -1,0 +1,192 @@
+"""A module standing in for CuPy on a machine without a GPU: NumPy arrays as device arrays
+(``Device``), NumPy's functions as CuPy's, and gpu_impl's kernels emulated from their CUDA source
+(``launch.EmulatedKernel``). With ``emulated_device(monkeypatch)`` gpu_impl takes its device path
+on ``cp.asarray(x)`` rows exactly as on CuPy: validation, kernel choice, launches, workspaces,
+and graph replay through the stand-in graph (``standin.FakeGraphs``: a capture or a replay runs
+the call with every device read and host upload refused, as a capturing stream refuses them).
+"""
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+import types
+from typing import Any
+
+import numpy as np
+import pytest
+
+from gpu_impl import _array, _graphs
+from gpu_impl.kernels import _build
+from properties.gpu.emulator.launch import EmulatedKernel
+from properties.gpu.standin import Device, FakeGraphs
+
+
+class DeviceArray(Device):
+    """A device array as CuPy has them: indexing one element and reducing give 0-d arrays (read
+    with ``.get()``, ``int()`` or ``bool()``), not NumPy scalars; every read is refused while a
+    stream captures (``Device.READS_REFUSED``), as on CUDA."""
+
+    def _read(self) -> None:
+        if Device.READS_REFUSED:
+            raise RuntimeError("a device read while the stream is capturing")
+
+    def __int__(self) -> int:
+        self._read()
+        return int(np.asarray(self))
+
+    def __float__(self) -> float:
+        self._read()
+        return float(np.asarray(self))
+
+    def __bool__(self) -> bool:
+        self._read()
+        return bool(np.asarray(self))
+
+    def __index__(self) -> int:
+        self._read()
+        return int(np.asarray(self))
+
+    def item(self, *args: Any) -> Any:
+        self._read()
+        return np.asarray(self).item(*args)
+
+    def tolist(self) -> Any:
+        self._read()
+        return np.asarray(self).tolist()
+
+    def __getitem__(self, index: Any) -> Any:
+        got = super().__getitem__(index)
+        return np.asarray(got).view(DeviceArray) if isinstance(got, np.generic) else got
+
+    def __array_wrap__(self, arr: np.ndarray, context: Any = None, return_scalar: bool = False) -> Any:
+        return np.asarray(arr).view(DeviceArray)
+
+
+def _device(v: Any) -> Any:
+    if isinstance(v, np.generic):
+        return np.asarray(v).view(DeviceArray)
+    return v.view(DeviceArray) if type(v) is np.ndarray or type(v) is Device else v
+
+
+class GraphsNotEmulated(NotImplementedError):
+    """CUDA graphs are captured through ``_graphs.BACKEND`` (the stand-in graph), not streams."""
+
+
+class _Stream:
+    ptr = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __enter__(self) -> "_Stream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def is_capturing(self) -> bool:
+        return Device.READS_REFUSED  # the stand-in graph refuses reads exactly while it captures or replays
+
+    def synchronize(self) -> None:
+        pass
+
+    def begin_capture(self) -> None:
+        raise GraphsNotEmulated("stream capture is not emulated (gpu_impl's graphs use the stand-in graph)")
+
+
+class _Cuda:
+    class runtime:  # noqa: N801 (CuPy's name)
+        @staticmethod
+        def getDevice() -> int:  # noqa: N802 (CuPy's name)
+            return 0
+
+    Stream = _Stream
+
+    @staticmethod
+    def get_current_stream() -> _Stream:
+        return _Stream()
+
+
+class EmulatedCupy(types.ModuleType):
+    """``cupy``: NumPy, with every function's array result a ``Device`` array."""
+
+    ndarray = DeviceArray
+    cuda = _Cuda
+
+    def __init__(self) -> None:
+        super().__init__("cupy")
+
+    def __getattr__(self, name: str) -> Any:
+        v = getattr(np, name)
+        if isinstance(v, (types.FunctionType, types.BuiltinFunctionType)) or type(v).__name__ == "_ArrayFunctionDispatcher":
+            return lambda *a, **k: _device(v(*a, **k))
+        return v
+
+    def asarray(self, a: Any, dtype: Any = None) -> DeviceArray:
+        if Device.READS_REFUSED and not isinstance(a, Device):
+            raise RuntimeError("a host -> device copy while the stream is capturing")
+        return np.asarray(a, dtype).view(DeviceArray)
+
+    def asnumpy(self, a: Any) -> np.ndarray:
+        if isinstance(a, DeviceArray):
+            a._read()
+        return np.array(a)
+
+    def get_array_module(self, *arrays: Any) -> Any:
+        return self if any(isinstance(a, Device) for a in arrays) else np
+
+
+CP = EmulatedCupy()
+
+
+def _cupyx() -> dict[str, types.ModuleType]:
+    """``cupyx``'s parts gpu_impl uses: scatter_add and scipy.special, NumPy and SciPy's."""
+    import scipy.special
+    root, sci = types.ModuleType("cupyx"), types.ModuleType("cupyx.scipy")
+    root.scatter_add = lambda a, index, values: np.add.at(a, index, values)
+    root.scipy, sci.special = sci, scipy.special
+    return {"cupyx": root, "cupyx.scipy": sci, "cupyx.scipy.special": scipy.special}
+
+
+def _patches(seed: int, source: str | None = None) -> list[tuple[Any, str, Any]]:
+    """(owner, attribute, stand-in): ``cupy`` itself, every ``get_xp`` gpu_impl holds (Device
+    rows are NumPy arrays, which the real one gives to NumPy), the kernels' loader."""
+    real = _array.get_xp
+    get_xp = lambda x: CP if isinstance(x, Device) else real(x)  # noqa: E731
+    kernels: dict[str, EmulatedKernel] = {}
+
+    def kernel(device: int, name: str) -> EmulatedKernel:
+        if name not in kernels:
+            kernels[name] = EmulatedKernel(name, seed, source)
+        return kernels[name]
+    out: list[tuple[Any, str, Any]] = [(sys.modules, "cupy", CP), *((sys.modules, k, v) for k, v in _cupyx().items()),
+                                       (_graphs, "BACKEND", FakeGraphs()),
+                                       (_build, "_function", kernel)]
+    # graphs and constants start empty (a test's are dropped after it)
+    out += [(_graphs, name, OrderedDict()) for name in ("_GRAPHS", "_SEEN", "_REFUSED", "_CONSTANTS")]
+    for name, module in list(sys.modules.items()):
+        if (name == "gpu_impl" or name.startswith("gpu_impl.")) and getattr(module, "get_xp", None) is real:
+            out.append((module, "get_xp", get_xp))
+    return out
+
+
+def emulated_device(monkeypatch: pytest.MonkeyPatch, seed: int = 0, source: str | None = None) -> EmulatedCupy:
+    """gpu_impl sees ``Device`` rows as CuPy rows and launches the emulated kernels (blocks and
+    threads in orders drawn from ``seed``; ``source``: a changed kernel text) for one test;
+    returns the stand-in module."""
+    for owner, name, value in _patches(seed, source):
+        if owner is sys.modules:
+            monkeypatch.setitem(sys.modules, name, value)
+        else:
+            monkeypatch.setattr(owner, name, value)
+    return CP
+
+
+def install(seed: int = 0) -> EmulatedCupy:
+    """As ``emulated_device``, for the whole process (``--backend emulated``)."""
+    for owner, name, value in _patches(seed):
+        if owner is sys.modules:
+            sys.modules[name] = value
+        else:
+            setattr(owner, name, value)
+    return CP
