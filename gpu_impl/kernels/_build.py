@@ -15,7 +15,7 @@ import numpy as np
 SOURCE_FILES = ("prelude.cuh", "row_max.cu", "softmax.cu", "radix_select.cu", "mask.cu", "window.cu", "dist.cu")
 ENTRY_POINTS = ("lc_row_max", "lc_row_stats", "lc_softmax_write", "lc_radix_pass", "lc_radix_finish",
                 "lc_mask_prefix", "lc_count_ge", "lc_min_p_mask", "lc_window_gather", "lc_window_cut",
-                "lc_chain_finish", "lc_plan_top_p", "lc_dist_partials", "lc_dist_pick")
+                "lc_chain_finish", "lc_top_p_finish", "lc_dist_partials", "lc_dist_pick")
 
 # mirrors of the sources' #defines (prelude.cuh, radix_select.cu, window.cu)
 THREADS, CHUNK, BINS, WIN, STATE_BYTES = 256, 4096, 2048, 1024, 96

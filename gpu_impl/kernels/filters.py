@@ -176,13 +176,21 @@ def chain_rows(x: Any, row_max: Any, plan: ChainPlan, out_max: Any = None) -> An
 
 
 def top_p_rows(x: Any, row_max: Any, p: Any, min_keep: Any) -> Any:
-    """top_p (p, min_keep: validated device arrays) through the chain with only top_p on; its
-    plan is written on the device by one small kernel."""
+    """top_p (p, min_keep: validated device arrays) by the row-wide mass crossing alone: four reads
+    of the row find the shortest prefix whose fixed-point mass reaches p (rows with p >= 1 keep the
+    whole row), min_keep lengthens it where it is shorter (one more select, for those rows only),
+    and one pass writes the output. The chain's top-1024 window, which decides a small nucleus in
+    a float32 running sum, would cost five more reads here and decide nothing the crossing does not."""
     import cupy as cp
     B, V = x.shape
-    buf = cp.empty(48 * B, cp.uint8)
-    cols = _plan_columns(buf, B)
-    fn("lc_plan_top_p")(grid1(B), (128,), (i32(B), i64(V), p.astype(cp.float32, copy=False),
-                                           min_keep.astype(cp.int64, copy=False), *cols))
-    plan = ChainPlan(*cols, divide=False, wide=V > WIN, min_p_on=False)
-    return chain_rows(x, row_max, plan)
+    if row_max is None:
+        row_max = device_row_max(x)[0]
+    p = p.astype(cp.float32, copy=False)
+    ws = cp.zeros(select_ws_bytes(B, V), cp.uint8)  # both selects leave it zeroed
+    keep = empty_prefix(cp, B)
+    mass_crossing(x, p, row_max, (p < 1).astype(cp.int32), keep, ws=ws)
+    n_sel, act_sel = cp.empty(B, cp.int64), cp.empty(B, cp.int32)
+    fn("lc_top_p_finish")(grid1(B), (128,), (i32(B), i64(V), keep.n, min_keep.astype(cp.int64, copy=False), n_sel,
+                                             act_sel))
+    nth_element(x, n_sel, act_sel, keep, ws=ws)
+    return mask_prefix(x, keep)

@@ -161,22 +161,15 @@ extern "C" __global__ void lc_chain_finish(const int B, const lc_i64 V, const in
     }
 }
 
-// One thread per row: the chain parameters of top_p alone (top_k, min_p and temp off) from its
-// validated per-row p and min_keep, into the plan's columns (filters.py's plan layout).
-extern "C" __global__ void lc_plan_top_p(const int B, const lc_i64 V, const float* __restrict__ p,
-                                         const lc_i64* __restrict__ min_keep, lc_i64* __restrict__ n_k,
-                                         lc_i64* __restrict__ n_win, lc_i64* __restrict__ mk_p,
-                                         lc_i64* __restrict__ mk_m,
-                                         float* __restrict__ pp, float* __restrict__ mp, float* __restrict__ t,
-                                         int* __restrict__ first_only) {
+// One thread per row, after top_p's row-wide mass crossing (rows with p >= 1 or no finite logit
+// got the whole row): the crossing is the prefix where it holds min_keep; shorter rows are marked
+// in act_sel for one more select of their min(min_keep, V)-th element.
+extern "C" __global__ void lc_top_p_finish(const int B, const lc_i64 V, const lc_i64* __restrict__ mass_n,
+                                           const lc_i64* __restrict__ min_keep, lc_i64* __restrict__ n_sel,
+                                           int* __restrict__ act_sel) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
-    n_k[b] = V;
-    n_win[b] = lc_min64(V, LC_WIN);
-    mk_p[b] = min_keep[b];
-    mk_m[b] = 0;
-    pp[b] = p[b];
-    mp[b] = 0.0f;
-    t[b] = 1.0f;
-    first_only[b] = 0;
+    const lc_i64 n = lc_min64(lc_max64(mass_n[b], min_keep[b]), V);
+    n_sel[b] = n;
+    act_sel[b] = n != mass_n[b];
 }

@@ -26,6 +26,11 @@ class DeviceArray(Device):
     with ``.get()``, ``int()`` or ``bool()``), not NumPy scalars; every read is refused while a
     stream captures (``Device.READS_REFUSED``), as on CUDA."""
 
+    @property
+    def data(self) -> Any:
+        """CuPy's memory pointer (``.data.ptr``), which any dtype has (NumPy's buffer refuses bfloat16)."""
+        return types.SimpleNamespace(ptr=self.__array_interface__["data"][0])
+
     def _read(self) -> None:
         if Device.READS_REFUSED:
             raise RuntimeError("a device read while the stream is capturing")
