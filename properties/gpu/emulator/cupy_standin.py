@@ -35,29 +35,18 @@ class DeviceArray(Device):
         if Device.READS_REFUSED:
             raise RuntimeError("a device read while the stream is capturing")
 
-    def __int__(self) -> int:
-        self._read()
-        return int(np.asarray(self))
+    def _reading(convert: Any) -> Any:  # noqa: N805 (a method factory, used in the class body)
+        def read(self: "DeviceArray", *args: Any) -> Any:
+            self._read()
+            return convert(np.asarray(self), *args)
+        return read
 
-    def __float__(self) -> float:
-        self._read()
-        return float(np.asarray(self))
-
-    def __bool__(self) -> bool:
-        self._read()
-        return bool(np.asarray(self))
-
-    def __index__(self) -> int:
-        self._read()
-        return int(np.asarray(self))
-
-    def item(self, *args: Any) -> Any:
-        self._read()
-        return np.asarray(self).item(*args)
-
-    def tolist(self) -> Any:
-        self._read()
-        return np.asarray(self).tolist()
+    __int__ = __index__ = _reading(int)
+    __float__ = _reading(float)
+    __bool__ = _reading(bool)
+    item = _reading(lambda a, *index: a.item(*index))
+    tolist = _reading(lambda a: a.tolist())
+    del _reading
 
     def __getitem__(self, index: Any) -> Any:
         got = super().__getitem__(index)
