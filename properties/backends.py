@@ -1,6 +1,6 @@
 """The implementation under test, on a chosen array backend.
 
-``--impl MODULE`` names any module with gpu_impl's API; ``--backend numpy|cupy`` says where its
+``--impl MODULE`` names any module with gpu_impl's API; ``--backend numpy|cupy|emulated`` says where its
 arrays live. Tests hand it NumPy arrays and get NumPy arrays back; this adapter moves them.
 A function the module lacks is "not covered": the test that needs it is skipped with that
 reason and listed in the run's summary, never passed.
@@ -15,6 +15,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+BACKENDS = ("numpy", "cupy", "emulated")
+"""``--backend``: NumPy; CuPy on a CUDA device; or gpu_impl's device path with its kernels emulated
+on the CPU from their CUDA source (``properties/gpu/emulator``)."""
 NOT_COVERED: set[str] = set()
 CALLED: set[str] = set()
 """Qualified names (``engines.hf_top_k``) of the judged functions some test called in this process."""

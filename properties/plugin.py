@@ -21,14 +21,14 @@ from properties.failure import failure_in
 from properties import case_coverage
 from properties.gpu.emulator.cupy_standin import install as install_emulator
 from properties.gpu.emulator.launch import unavailable_reason as emulator_reason
-from properties.backends import NOT_COVERED, CaseUnsupported, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl, part_of
+from properties.backends import BACKENDS, NOT_COVERED, CaseUnsupported, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl, part_of
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("logitcheck")
     group.addoption("--impl", default=os.environ.get("LOGITCHECK_IMPL", "gpu_impl"),
                     help="module with gpu_impl's API to judge (default: gpu_impl)")
-    group.addoption("--backend", choices=("numpy", "cupy", "emulated"), default=os.environ.get("LOGITCHECK_BACKEND", "numpy"),
+    group.addoption("--backend", choices=BACKENDS, default=os.environ.get("LOGITCHECK_BACKEND", "numpy"),
                     help="array backend the implementation runs on; emulated: gpu_impl's device path on the CPU, "
                          "its CUDA kernels run from their source by properties/gpu/emulator (no GPU, no CuPy)")
     group.addoption("--lc-results", default=None, help="write measured results (JSON) here")

@@ -6,7 +6,7 @@ Top level::
 
   schema_version  2 (a file without it is version 1: the same lists, fewer fields; still rendered)
   meta            the run's identity
-    impl, backend     module judged and its array backend ("numpy" | "cupy")
+    impl, backend     module judged and its array backend ("numpy" | "cupy" | "emulated")
     device            "CPU via NumPy (x86_64, 2 cores)" or the CUDA device's name, or why there is none
     profile           hypothesis profile (dev | ci | nightly); derandomized: true if examples are fixed
     contract          the numerics contract judged under (default | strict; properties/numerics/)
