@@ -22,20 +22,22 @@ L = ``oracle.speculative.first_token_law`` = p_0 (up to p_0's float32 rounding, 
 
 The filtered target. p is the target after its own top-k and top-p (``oracle.speculative.
 target_filter``). Where the exact mass at the top-p cut lies within the fp32 mass window of p,
-an engine may legally keep one token more or fewer (``filters.legal_targets``): every body
-judges the one output against each legal filtered target, the oracle's first, and passes when
-one of them holds it (the oracle's failure is the one reported).
+an engine may legally keep one token more or fewer (``filters.legal_rows``). An engine filters
+each position's row on its own, so every body judges position by position (``judge_position``):
+the output at a position against that position's legal rows, the oracle's first, passing when one
+holds it (the oracle's failure is the one reported); whether a row reaches a position depends on
+the engine's own accept decisions before it, not on the rows chosen.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from typing import Callable
+from typing import Callable, Iterator
 
 from oracle import speculative as spec
 from properties.failure import Failure
 from properties.numerics import U32
-from properties.speculative.filters import eps_p, legal_rows, legal_targets
+from properties.speculative.filters import eps_p, legal_rows
 from properties.stratified import cdf_error, grid
 from properties.speculative.strategies import SpecCase
 
@@ -53,19 +55,22 @@ def filtered(case: SpecCase) -> np.ndarray:
     return np.stack([spec.target_filter(row, case.top_k, case.top_p) for row in case.p.astype(np.float64)])
 
 
-def targets(case: SpecCase) -> list[np.ndarray]:
-    """Every filtered target an fp32 engine may legally reach, the oracle's first."""
-    return legal_targets(case.p.astype(np.float64), case.top_k, case.top_p)
+def position_rows(case: SpecCase, i: int) -> Iterator[np.ndarray]:
+    """The filtered rows an fp32 engine may legally reach at position ``i``, the oracle's first,
+    then nearest it (lazily: a caller stops at the first that holds)."""
+    return legal_rows(case.p[i].astype(np.float64), case.top_k, case.top_p)
 
 
 def eps(case: SpecCase, pf_row: np.ndarray) -> float:
     return eps_p(pf_row, case.vocab, case.top_k, case.top_p)
 
 
-def judge_any(pfs: list[np.ndarray], judge: Callable[[np.ndarray], None]) -> None:
-    """Pass when ``judge`` holds for one legal filtered target; else raise the oracle's failure."""
+def judge_position(case: SpecCase, i: int, judge: Callable[[np.ndarray], None]) -> None:
+    """Pass when ``judge`` holds for one legal filtered row of position ``i``; else raise the
+    failure against the oracle's row. An engine filters each position's row on its own, so the
+    positions' legal rows combine freely: judging them one position at a time is exact."""
     first: Failure | None = None
-    for pf in pfs:
+    for pf in position_rows(case, i):
         try:
             judge(pf)
             return
@@ -191,43 +196,45 @@ def _drafts(case: SpecCase, pf: np.ndarray, rng: np.random.Generator, b: int, ba
 
 
 def check_matches_oracle(impl, case: SpecCase, batch: int = 32) -> None:
-    """Every row is the oracle's, up to decisions within float32 reach of a threshold (the first
-    such legal divergence ends that row's comparison); no emitted token has filtered p = 0."""
-    pfs = targets(case)
+    """Every row is the oracle's, up to decisions within float32 reach of a threshold (a row that
+    takes such a decision the rejecting way is not compared further); no emitted token has
+    filtered p = 0. Judged position by position: a row reaches position i when the engine
+    accepted its drafts before i, whatever the target rows."""
     a, r, rng = _uniforms(case, batch)
-    d = _drafts(case, pfs[0], rng, batch, bad=True)
+    d = _drafts(case, filtered(case), rng, batch, bad=True)
     tokens, n = call(impl, case, d, a, r)
-    judge_any(pfs, lambda pf: _judge_rows(case, pf, d, a, r, tokens, n))
+    reach = np.ones(batch, bool)
+    for i in range(case.k + 1):
+        judge_position(case, i, lambda pf_i: _judge_position(case, i, pf_i, d, a, r, tokens, n, reach))
+        if i < case.k:
+            reach &= (n > i + 1) & (tokens[:, i] == d[:, i])
 
 
-def _judge_rows(case: SpecCase, pf: np.ndarray, d, a, r, tokens, n) -> None:
-    ep = eps(case, pf[0])
-    for b in range(tokens.shape[0]):
-        emitted = tokens[b, :n[b]]
-        for i, t in enumerate(emitted):
-            if pf[i, t] <= 0:
-                fail("never_excluded", case, f"row {b} emitted token {t} at position {i}, where the target has p = 0")
-        for i in range(case.k + 1):
-            if i == case.k:
-                w, kap = pf[i], _kappa(pf[i], pf[i], ep)
-            else:
-                di, pi, qi = int(d[b, i]), pf[i, d[b, i]], float(case.q[i, d[b, i]])
-                dec = decision(a[b, i], qi, pi, ep)
-                if dec == 0:
-                    break  # either decision is legal here
-                if dec > 0:
-                    if n[b] <= i + 1 or tokens[b, i] != di:
-                        fail("matches_oracle", case, f"row {b}: draft {di} at position {i} must be accepted "
-                                                     f"(a·q = {a[b, i] * qi:.6g} < p = {pi:.6g})")
-                    continue
-                w = spec.residual(pf[i], case.q[i])
-                kap = _kappa(w, pf[i], ep)
-            if n[b] != i + 1:
-                fail("matches_oracle", case, f"row {b}: must stop at position {i}, emitted {n[b]} tokens")
-            if not legal_draws(w, r[b, i], kap)[tokens[b, i]]:
-                fail("matches_oracle", case, f"row {b}: position {i} drew {tokens[b, i]} for r = {r[b, i]:.9g}; "
-                                             f"the oracle draws {spec.inverse_cdf(w, r[b, i])}")
-            break
+def _judge_position(case: SpecCase, i: int, pf_i: np.ndarray, d, a, r, tokens, n, reach: np.ndarray) -> None:
+    """The rows that reached position ``i`` against one filtered target row of it."""
+    ep = eps(case, pf_i)
+    for b in np.flatnonzero(n > i):  # every token emitted here, whether or not the row is compared
+        if pf_i[tokens[b, i]] <= 0:
+            fail("never_excluded", case, f"row {b} emitted token {tokens[b, i]} at position {i}, where the target has p = 0")
+    for b in np.flatnonzero(reach):
+        if i == case.k:
+            w, kap = pf_i, _kappa(pf_i, pf_i, ep)
+        else:
+            di, pi, qi = int(d[b, i]), pf_i[d[b, i]], float(case.q[i, d[b, i]])
+            dec = decision(a[b, i], qi, pi, ep)
+            accepted = n[b] > i + 1 and tokens[b, i] == di
+            if dec > 0 and not accepted:
+                fail("matches_oracle", case, f"row {b}: draft {di} at position {i} must be accepted "
+                                             f"(a·q = {a[b, i] * qi:.6g} < p = {pi:.6g})")
+            if dec >= 0:
+                continue  # accepted (its next position is judged there), or rejected where either is legal
+            w = spec.residual(pf_i, case.q[i])
+            kap = _kappa(w, pf_i, ep)
+        if n[b] != i + 1:
+            fail("matches_oracle", case, f"row {b}: must stop at position {i}, emitted {n[b]} tokens")
+        if not legal_draws(w, r[b, i], kap)[tokens[b, i]]:
+            fail("matches_oracle", case, f"row {b}: position {i} drew {tokens[b, i]} for r = {r[b, i]:.9g}; "
+                                         f"the oracle draws {spec.inverse_cdf(w, r[b, i])}")
 
 
 def check_all_accepted(impl, case: SpecCase, batch: int = 16) -> None:
@@ -250,8 +257,7 @@ def check_all_accepted(impl, case: SpecCase, batch: int = 16) -> None:
 def check_all_rejected(impl, case: SpecCase, batch: int = 16) -> None:
     """Drafts the target excludes (p = 0, q > 0), or with a >= p/q: position 0 rejects, and the
     one token emitted comes from the residual max(0, p_0 - q_0) with r_0."""
-    pfs = targets(case)
-    pf = pfs[0]
+    pf = filtered(case)
     a, r, rng = _uniforms(case, batch)
     d = _drafts(case, pf, rng, batch, bad=False)
     ratio = np.array([spec.accept_prob(pf[0, x], float(case.q[0, x])) for x in d[:, 0]])
@@ -265,41 +271,40 @@ def check_all_rejected(impl, case: SpecCase, batch: int = 16) -> None:
     a[:, 0] = np.minimum(ratio + (1 - ratio) * rng.random(batch) + 2.0**-16, 1 - 2.0**-24)
     tokens, n = call(impl, case, d[rows], a[rows], r[rows])
 
-    def judge(pf: np.ndarray) -> None:
-        ep = eps(case, pf[0])
-        w = spec.residual(pf[0], case.q[0])
+    def judge(pf0: np.ndarray) -> None:
+        ep = eps(case, pf0)
+        w = spec.residual(pf0, case.q[0])
         for i, b in enumerate(rows):
-            if decision(a[b, 0], float(case.q[0, d[b, 0]]), pf[0, d[b, 0]], ep) >= 0:
+            if decision(a[b, 0], float(case.q[0, d[b, 0]]), pf0[d[b, 0]], ep) >= 0:
                 continue  # this filtered target may accept it
             if n[i] != 1 or w[tokens[i, 0]] <= 0:
                 fail("all_rejected", case, f"row {b}: draft {d[b, 0]} with a = {a[b, 0]:.6g} >= p/q = {ratio[b]:.6g} "
                                            f"gave {tokens[i].tolist()}; it must stop with one residual token")
-            if not legal_draws(w, r[b, 0], _kappa(w, pf[0], ep))[tokens[i, 0]]:
+            if not legal_draws(w, r[b, 0], _kappa(w, pf0, ep))[tokens[i, 0]]:
                 fail("all_rejected", case, f"row {b}: residual token {tokens[i, 0]} for r = {r[b, 0]:.9g}, "
                                            f"the oracle draws {spec.inverse_cdf(w, r[b, 0])}")
-    judge_any(pfs, judge)
+    judge_position(case, 0, judge)
 
 
 def check_tie_at_cut(impl, case: SpecCase, batch: int = 32) -> None:
     """The target's top-k or top-p with a tie at the cut: a tied token outside the kept set (the
     higher ids) has p = 0 under every legal cut; drafted, it is rejected even at a = 0, and no
     position ever emits it."""
-    pfs = targets(case)
-    dropped = np.flatnonzero((case.p[0] > 0) & np.all([pf[0] == 0 for pf in pfs], axis=0))
+    dropped = np.flatnonzero((case.p[0] > 0) & np.all([pf0 == 0 for pf0 in position_rows(case, 0)], axis=0))
     if (case.top_k <= 0 and case.top_p >= 1) or dropped.size == 0:  # no tie at a cut in this case
         return check_matches_oracle(impl, case, batch=4)
     a, r, rng = _uniforms(case, batch)
-    d = _drafts(case, pfs[0], rng, batch, bad=False)
+    d = _drafts(case, filtered(case), rng, batch, bad=False)
     d[:, 0] = rng.choice(dropped, size=batch)
     tokens, n = call(impl, case, d, a, r)
 
-    def judge(pf: np.ndarray) -> None:
+    def judge(pf0: np.ndarray) -> None:
         for b in range(batch):
-            if n[b] != 1 or pf[0, tokens[b, 0]] == 0:
+            if n[b] != 1 or pf0[tokens[b, 0]] == 0:
                 fail("tie_at_cut", case, f"row {b}: draft {d[b, 0]} (tied at the cut of top-k {case.top_k} / "
                                          f"top-p {case.top_p:.6g}, dropped) with a = {a[b, 0]:.6g} gave "
                                          f"{tokens[b].tolist()}; it must be rejected and a kept token emitted")
-    judge_any(pfs, judge)
+    judge_position(case, 0, judge)
 
 
 def check_zero_draft_accepted(impl, example: tuple[SpecCase, int]) -> None:
@@ -308,7 +313,7 @@ def check_zero_draft_accepted(impl, example: tuple[SpecCase, int]) -> None:
     from properties.speculative.zero_draft import ACCEPT_U
 
     case, j = example
-    if all(pf[0, j] <= 0 for pf in targets(case)):
+    if all(pf0[j] <= 0 for pf0 in position_rows(case, 0)):
         return
     n = len(ACCEPT_U)
     d = np.zeros((n, case.k), np.int64)
@@ -318,7 +323,7 @@ def check_zero_draft_accepted(impl, example: tuple[SpecCase, int]) -> None:
     r = np.full((n, case.k + 1), 0.5)
     tokens, _ = call(impl, case, d, a, r)
     wrong = np.flatnonzero(tokens[:, 0] != j)
-    if wrong.size and not any(pf[0, j] <= 0 for pf in targets(case)):
+    if wrong.size and not any(pf0[j] <= 0 for pf0 in position_rows(case, 0)):
         i = int(wrong[0])
         fail("zero-probability draft accepted", case,
              f"draft {j} has q = 0 and p = {float(filtered(case)[0, j]):.6g}: accepted for every a (α = min(1, p/q) = 1), "

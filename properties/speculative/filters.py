@@ -1,5 +1,5 @@
 """The target's own filter chain as the judge sees it: every float64 filtered target an fp32
-engine may legally reach (``legal_targets``), and the renormalisation's error (``eps_p``).
+engine may legally reach at one position (``legal_rows``), and the renormalisation's error (``eps_p``).
 
 Top-k keeps exactly k tokens (lowest ids among ties at the k-th value): a selection on the
 float32 values as given, with no rounding to decide. Top-p compares a float32 cumulative mass
@@ -19,7 +19,6 @@ and again where p + window moves the crossing.
 """
 from __future__ import annotations
 
-import itertools
 from typing import Iterator
 
 import numpy as np
@@ -81,29 +80,6 @@ def legal_rows(row: np.ndarray, top_k: int, top_p: float) -> Iterator[np.ndarray
         kept /= kept.sum()
         if not np.array_equal(kept, want):
             yield kept
-
-
-def legal_targets(p: np.ndarray, top_k: int, top_p: float, limit: int = 16) -> list[np.ndarray]:
-    """Filtered targets [K+1, V] an fp32 engine may legally reach from ``p`` (before its own
-    filters), the oracle's first; at most ``limit`` combinations of the positions' legal rows, the
-    nearest the oracle's first (every position varies, not only the last)."""
-    per_row = [list(itertools.islice(legal_rows(r, top_k, top_p), limit)) for r in np.asarray(p)]
-    picks = itertools.islice(nearest_first([len(r) for r in per_row]), limit)
-    return [np.stack([rows[i] for rows, i in zip(per_row, pick)]) for pick in picks]
-
-
-def nearest_first(lengths: list[int]) -> Iterator[tuple[int, ...]]:
-    """Every index tuple into lists of these lengths, by the sum of its indices (all zeros first)."""
-    def with_sum(s: int, ns: list[int]) -> Iterator[tuple[int, ...]]:
-        if len(ns) == 1:
-            if s < ns[0]:
-                yield (s,)
-            return
-        for i in range(min(s, ns[0] - 1) + 1):
-            for rest in with_sum(s - i, ns[1:]):
-                yield (i, *rest)
-    for s in range(sum(n - 1 for n in lengths) + 1):
-        yield from with_sum(s, lengths)
 
 
 def eps_p(pf_row: np.ndarray, vocab: int, top_k: int, top_p: float) -> float:

@@ -11,6 +11,7 @@ from hypothesis import example, given, settings, strategies as st
 
 from oracle import speculative as spec
 from properties import recording
+from properties.failure import Failure
 from properties.plugin import covered
 from properties.speculative import PROPERTIES, checks
 from properties.stratified import grid
@@ -140,10 +141,53 @@ def test_legal_rows_come_nearest_the_oracle_first_and_lazily():
     assert [int(np.count_nonzero(r)) for r in first[1:]] == [k - 1, k + 1, k - 2, k + 2]
 
 
-def test_legal_targets_vary_every_position_nearest_first():
-    """The combinations of the positions' legal rows come by total distance from the oracle's, so
-    within the limit every position varies (before, only the last one did)."""
-    from properties.speculative.filters import nearest_first
-    assert list(nearest_first([3, 3]))[:6] == [(0, 0), (0, 1), (1, 0), (0, 2), (1, 1), (2, 0)]
-    assert sorted(nearest_first([2, 3, 1])) == sorted(itertools.product(range(2), range(3), range(1)))
-    assert list(nearest_first([1, 1])) == [(0, 0)]
+def _dense_case_and_engine(shift: int):
+    """Three dense target rows (V = 20,000, top_p = 0.5: each position's fp32 window holds 19 kept
+    counts), drafts q on the 8 tokens just past the oracle's cut plus ``shift`` - 8, and a rejection
+    sampler whose top-p keeps ``shift`` tokens more than the oracle at every position (top-k off),
+    exactly otherwise. Row 0's uniforms are a = 0, so it accepts every draft its rows keep."""
+    from properties.speculative.strategies import SpecCase
+    rng = np.random.default_rng(3)
+    V, top_p = 20000, 0.5
+    p = np.empty((3, V), np.float32)
+    for i in range(3):
+        row = rng.random(V) * (rng.random(V) < 0.9)
+        row[rng.integers(V)] += 1.0
+        p[i] = row / row.sum()
+    rows64 = p.astype(np.float64)
+    orders = [np.lexsort((np.arange(V), -row)) for row in rows64]
+    kept = [spec.top_p_kept(row, top_p) + shift for row in rows64]
+    q = np.zeros((2, V), np.float32)
+    for i in range(2):
+        q[i, orders[i][kept[i] - 8:kept[i]]] = 1 / 8
+    engine_rows = []
+    for row, order, m in zip(rows64, orders, kept):
+        f = np.zeros(V)
+        f[order[:m]] = row[order[:m]]
+        engine_rows.append(f / f.sum())
+
+    def impl(name, p_, q_, d, a, r, top_k, top_p_):
+        B = d.shape[0]
+        tokens, n = np.full((B, 3), -1, np.int64), np.zeros(B, np.int64)
+        for b in range(B):
+            out = spec.rejection_sample(np.stack(engine_rows), np.asarray(q_[b], np.float64), d[b], a[b], r[b])
+            tokens[b, :len(out)], n[b] = out, len(out)
+        return tokens, n
+    return SpecCase("dense", p, q, 0, seed=11, top_p=top_p), impl
+
+
+def test_every_position_may_take_its_own_legal_row():
+    """An engine whose fp32 top-p keeps 8 tokens more than the oracle at every position (inside
+    each position's fp32 window of 19 counts), drafting those tokens, is correct: the positions are
+    judged one at a time, each against its legal rows (the 16 nearest combinations of rows called
+    it wrong: the row it needs is the 17th of each position's). Keeping tokens past the window, it
+    fails (it emits tokens no legal row keeps)."""
+    from properties.speculative.filters import kept_counts
+    case, inside = _dense_case_and_engine(8)
+    windows = [kept_counts(row, case.top_p) for row in case.p.astype(np.float64)]
+    assert all(spec.top_p_kept(row, case.top_p) + 8 in w for row, w in zip(case.p.astype(np.float64), windows))
+    checks.check_matches_oracle(inside, case)
+    past = max(w.stop - spec.top_p_kept(row, case.top_p) for row, w in zip(case.p.astype(np.float64), windows)) + 8
+    case, outside = _dense_case_and_engine(past)
+    with pytest.raises(Failure, match="never_excluded|where the target has p = 0"):
+        checks.check_matches_oracle(outside, case)
