@@ -10,6 +10,13 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 
+def backends() -> tuple[str, ...]:
+    """The array backends ``--backend`` takes (numpy, cupy, emulated)."""
+    from properties.backends import BACKENDS
+
+    return BACKENDS
+
+
 def findings() -> Sequence[Any]:
     """Every llama.cpp finding in the ledger (id, kind, title, witness, expected, observed)."""
     from properties.peers.llama_cpp.findings import FINDINGS

@@ -19,8 +19,6 @@ from properties import profiles  # noqa: F401  (registers and loads the hypothes
 from properties import calls, numerics, recording, verdict
 from properties.failure import failure_in
 from properties import case_coverage
-from properties.gpu.emulator.cupy_standin import install as install_emulator
-from properties.gpu.emulator.launch import unavailable_reason as emulator_reason
 from properties.backends import BACKENDS, NOT_COVERED, CaseUnsupported, Impl, NotCovered, cupy_device_reason, cupy_or_none, load_impl, part_of
 
 
@@ -124,7 +122,9 @@ def pytest_configure(config: pytest.Config) -> None:
         _STREAM["path"] = Path(str(results) + ".failures.jsonl")
         _STREAM["path"].unlink(missing_ok=True)
     # --backend cupy on a machine that cannot run it must not look like a green run of skips
-    if config.getoption("--backend") == "emulated":
+    if config.getoption("--backend") == "emulated":  # imported here: a run on another backend never loads it
+        from properties.gpu.emulator.cupy_standin import install as install_emulator
+        from properties.gpu.emulator.launch import unavailable_reason as emulator_reason
         reason = emulator_reason()
         if reason:
             raise pytest.UsageError(f"--backend emulated needs a C++ compiler: {reason}")

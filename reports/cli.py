@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from reports import device_check, findings, judge_cli, models_cli, version
-from properties.backends import BACKENDS
 from reports.baseline import DEFAULT_FACTOR, Changes, compare
 from reports.progress import Progress, baseline_durations
 from reports.render import render
@@ -42,7 +41,8 @@ def report_command(sub: Any) -> None:
     r.add_argument("--seed", type=int, default=0, help="hypothesis seed (--hypothesis-seed); ignored by the "
                                                        "derandomized ci profile (default 0)")
     r.add_argument("--impl", default="gpu_impl", help="module implementing gpu_impl's API (default gpu_impl)")
-    r.add_argument("--backend", choices=BACKENDS, default=None,
+    from properties.api import backends
+    r.add_argument("--backend", choices=backends(), default=None,
                    help="array backend for the implementation (default: the plugin's, numpy)")
     r.add_argument("--out", type=Path, default=Path("report"), help="output directory (default ./report)")
     r.add_argument("--from-results", type=Path, default=None, metavar="PATH",

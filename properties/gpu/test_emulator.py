@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from gpu_impl.kernels import cuda_source
-from properties.gpu import test_kernels
+from properties.gpu.kernel_agreement import top_k_bit_identical_to_numpy
 from properties.gpu.emulator.cupy_standin import emulated_device
 from properties.gpu.emulator.launch import EmulatedKernel, unavailable_reason
 
@@ -37,9 +37,8 @@ def test_a_mutated_kernel_fails_the_device_tests(why, old, new, family, shape, m
     source = cuda_source()
     assert source.count(old) == 1, f"the mutation's text is not in the kernels once: {old}"
     cp = emulated_device(monkeypatch, source=source.replace(old, new))
-    monkeypatch.setattr(test_kernels, "cp", cp)
     with pytest.raises((AssertionError, RuntimeError)):
-        test_kernels.test_top_k_bit_identical_to_numpy(family, shape)
+        top_k_bit_identical_to_numpy(cp, family, shape)
 
 
 def _kernel(body: str, params: str = "int* out", name: str = "k") -> str:

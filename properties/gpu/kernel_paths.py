@@ -1,20 +1,19 @@
-"""The device path's host-side branches and shared state: min_p's fallback taken or skipped
-eagerly and always launched under graph capture (both equal to the NumPy path), the row max
-kernel that the validation reads (NaN, +inf, signed zeros), and a select workspace left zeroed
-for the next select that shares it. Skipped, with the reason, where no CUDA device is usable."""
+"""Cases of the device path's host-side branches and shared state (run as kernel_agreement.py's
+are): min_p's fallback taken or skipped eagerly and always launched under graph capture (both
+equal to the NumPy path), the row max kernel that the validation reads (NaN, +inf, signed zeros),
+and a select workspace left zeroed for the next select that shares it."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import gpu_impl as g
-from properties.gpu.device_cases import FAMILIES, cp, needs_device, per_row, rows
+from properties.gpu.device_cases import case, FAMILIES, per_row, rows
 
-pytestmark = needs_device
 SHAPES = ((1, 7), (3, 1000), (2, 4099), (2, 262144), (64, 8192))
 
 
-def _captured(fn):
+def _captured(cp, fn):
     """fn() captured into a CUDA graph on a fresh stream, replayed once; returns its result."""
     stream = cp.cuda.Stream(non_blocking=True)
     with stream:
@@ -27,10 +26,10 @@ def _captured(fn):
     return out
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("short", [False, True], ids=["no_short_row", "short_rows"])
-@pytest.mark.parametrize("family", ["peaked", "flat", "plateaus", "neg_inf", "near_ties"])
-def test_min_p_fallback_eager_and_captured(family, short, shape, monkeypatch):
+@case(shape=SHAPES)
+@case(short=[False, True])
+@case(family=["peaked", "flat", "plateaus", "neg_inf", "near_ties"])
+def min_p_fallback_eager_and_captured(cp, family, short, shape, monkeypatch):
     from gpu_impl.kernels import filters
     B, V = shape
     x = rows(family, shape)
@@ -48,16 +47,16 @@ def test_min_p_fallback_eager_and_captured(family, short, shape, monkeypatch):
     assert len(calls) == (1 if short else 0), "the eager host check took the wrong branch"
     np.testing.assert_array_equal(eager.get(), want)
     calls.clear()
-    graph = _captured(lambda: filters.min_p_rows(*args))
+    graph = _captured(cp, lambda: filters.min_p_rows(*args))
     # the warm-up call before the capture is eager (takes the fallback only with short rows); the
     # captured call must launch it whatever the rows
     assert len(calls) == (2 if short else 1), "under capture the fallback must always be launched"
     np.testing.assert_array_equal(graph.get(), want)
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
-@pytest.mark.parametrize("family", FAMILIES)
-def test_row_max_is_the_max_and_counts_refused_rows(family, shape):
+@case(shape=SHAPES)
+@case(family=FAMILIES)
+def row_max_is_the_max_and_counts_refused_rows(cp, family, shape):
     from gpu_impl.kernels import row_max
     x = rows(family, shape)
     got, n_bad = row_max(cp.asarray(x))
@@ -73,7 +72,8 @@ def test_row_max_is_the_max_and_counts_refused_rows(family, shape):
         assert got.get()[-1] == np.inf
 
 
-def test_row_max_orders_signed_zeros():
+@case()
+def row_max_orders_signed_zeros(cp):
     from gpu_impl.kernels import row_max
     x = np.full((3, 8200), -np.inf, np.float32)
     x[0, :] = -0.0
@@ -83,7 +83,8 @@ def test_row_max_orders_signed_zeros():
     assert [np.signbit(v) for v in got] == [True, False, True] and (got == 0).all()
 
 
-def test_validation_on_device_names_the_refused_rows():
+@case()
+def validation_on_device_names_the_refused_rows(cp):
     x = np.zeros((4, 5000), np.float32)
     x[1, 7], x[3, 4999] = np.nan, np.inf
     with pytest.raises(ValueError) as on_gpu:
@@ -93,8 +94,8 @@ def test_validation_on_device_names_the_refused_rows():
     assert str(on_gpu.value) == str(on_cpu.value) and "rows [1, 3]" in str(on_gpu.value)
 
 
-@pytest.mark.parametrize("shape", [(3, 1000), (2, 262144)], ids=str)
-def test_select_leaves_its_workspace_zeroed(shape):
+@case(shape=[(3, 1000), (2, 262144)])
+def select_leaves_its_workspace_zeroed(cp, shape):
     """A chain runs up to three selects in one workspace: each must leave histograms and pass
     counters zero, and a second select in the same workspace must be exact."""
     from gpu_impl.kernels._build import BINS, STATE_BYTES
