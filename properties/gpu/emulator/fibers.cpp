@@ -127,8 +127,8 @@ static bool run_block(int n, std::mt19937_64& rng) {
         start(i);
     }
     const int warps = (n + 31) / 32;
+    std::shuffle(order.begin(), order.end(), rng);  // the block's threads run each phase in a drawn order
     for (;;) {
-        std::shuffle(order.begin(), order.end(), rng);  // threads of a phase in a drawn order
         bool ran = false;
         for (int i : order)
             if (fibers[i].state == RUN) {
