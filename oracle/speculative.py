@@ -128,8 +128,9 @@ def first_token_law(p0: np.ndarray, q0: np.ndarray) -> np.ndarray:
 
 def target_top_k(p: np.ndarray, k: int) -> np.ndarray:
     """The target's own top-k on a probability row, renormalised: exactly min(k, V) tokens kept,
-    the largest; among tokens equal to the k-th largest value the lowest ids (gpu_impl's and
-    llama.cpp's order). k <= 0 or k >= V: the row as given. ([0.4, 0.3, 0.3, 0] with k = 2 -> [4/7, 3/7, 0, 0].)"""
+    the largest; among tokens equal to the k-th largest value the lowest ids (gpu_impl's choice;
+    which of them is kept is not part of the semantics: llama.cpp's sorts are unstable, and the
+    judge accepts any choice of the right size, ``properties/speculative/filters.py``). k <= 0 or k >= V: the row as given. ([0.4, 0.3, 0.3, 0] with k = 2 -> [4/7, 3/7, 0, 0].)"""
     p = np.asarray(p, np.float64)
     if k <= 0 or k >= p.size:
         return p.copy()  # off: a no-op, the row as given

@@ -22,22 +22,27 @@ L = ``oracle.speculative.first_token_law`` = p_0 (up to p_0's float32 rounding, 
 
 The filtered target. p is the target after its own top-k and top-p (``oracle.speculative.
 target_filter``). Where the exact mass at the top-p cut lies within the fp32 mass window of p,
-an engine may legally keep one token more or fewer (``filters.legal_rows``). An engine filters
-each position's row on its own, so every body judges position by position (``judge_position``):
-the output at a position against that position's legal rows, the oracle's first, passing when one
-holds it (the oracle's failure is the one reported); whether a row reaches a position depends on
-the engine's own accept decisions before it, not on the rows chosen.
+an engine may legally keep one token more or fewer, and at a cut through tied tokens it keeps
+any of them, as many as the cut says (``filters.legal_rows``). An engine filters each position's
+row on its own, and each row of a batch is a request of its own, so the bodies judge each
+(row, position) on its own (``judge_position``): the output against that position's legal rows,
+the oracle's first, passing when one holds it (the oracle's failure is the one reported); whether
+a row reaches a position depends on the engine's own accept decisions before it. The exactness
+grid measures the law of one filtered row, so there the engine's filter is one legal row for all
+the grid's rows (any one: identical rows filtered alike, as gpu_impl, llama.cpp and torch.topk do).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from typing import Callable, Iterator
+import itertools
+from dataclasses import replace
+from typing import Callable, Iterable, Iterator
 
 from oracle import speculative as spec
 from properties.failure import Failure
 from properties.numerics import U32
-from properties.speculative.filters import eps_p, legal_rows
+from properties.speculative.filters import cut_class, eps_p, legal_rows
 from properties.stratified import cdf_error, grid
 from properties.speculative.strategies import SpecCase
 
@@ -55,22 +60,49 @@ def filtered(case: SpecCase) -> np.ndarray:
     return np.stack([spec.target_filter(row, case.top_k, case.top_p) for row in case.p.astype(np.float64)])
 
 
-def position_rows(case: SpecCase, i: int) -> Iterator[np.ndarray]:
+class PositionRows:
+    """One position's legal filtered rows, lazily, replayable: every batch row judged at the
+    position walks them from the oracle's; the first ``KEEP`` are kept (each is a row of V
+    float64, and a window can hold a thousand), later ones are rebuilt for a caller that needs
+    them (only a row no nearer legal row explains)."""
+
+    KEEP = 8
+
+    def __init__(self, case: SpecCase, i: int):
+        self._make = lambda: legal_rows(case.p[i].astype(np.float64), case.top_k, case.top_p)
+        self._gen, self._kept = self._make(), []
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for j in itertools.count():
+            if j < len(self._kept):
+                yield self._kept[j]
+                continue
+            if j > len(self._kept) or len(self._kept) == self.KEEP:
+                yield from itertools.islice(self._make(), j, None)
+                return
+            row = next(self._gen, None)
+            if row is None:
+                return
+            self._kept.append(row)
+            yield row
+
+
+def position_rows(case: SpecCase, i: int) -> PositionRows:
     """The filtered rows an fp32 engine may legally reach at position ``i``, the oracle's first,
     then nearest it (lazily: a caller stops at the first that holds)."""
-    return legal_rows(case.p[i].astype(np.float64), case.top_k, case.top_p)
+    return PositionRows(case, i)
 
 
 def eps(case: SpecCase, pf_row: np.ndarray) -> float:
     return eps_p(pf_row, case.vocab, case.top_k, case.top_p)
 
 
-def judge_position(case: SpecCase, i: int, judge: Callable[[np.ndarray], None]) -> None:
-    """Pass when ``judge`` holds for one legal filtered row of position ``i``; else raise the
-    failure against the oracle's row. An engine filters each position's row on its own, so the
-    positions' legal rows combine freely: judging them one position at a time is exact."""
+def judge_position(rows: Iterable[np.ndarray], judge: Callable[[np.ndarray], None]) -> None:
+    """Pass when ``judge`` holds for one of a position's legal filtered ``rows``; else raise the
+    failure against the oracle's row (the first). An engine filters each position's row on its
+    own, so the positions' legal rows combine freely: judging them one position at a time is exact."""
     first: Failure | None = None
-    for pf in position_rows(case, i):
+    for pf in rows:
         try:
             judge(pf)
             return
@@ -197,44 +229,51 @@ def _drafts(case: SpecCase, pf: np.ndarray, rng: np.random.Generator, b: int, ba
 
 def check_matches_oracle(impl, case: SpecCase, batch: int = 32) -> None:
     """Every row is the oracle's, up to decisions within float32 reach of a threshold (a row that
-    takes such a decision the rejecting way is not compared further); no emitted token has
-    filtered p = 0. Judged position by position: a row reaches position i when the engine
-    accepted its drafts before i, whatever the target rows."""
+    takes such a decision the rejecting way is not compared further) and the legal rows' choices;
+    no emitted token has filtered p = 0. Judged row by row and position by position: a row reaches
+    position i when the engine accepted its drafts before i, whatever the target rows."""
     a, r, rng = _uniforms(case, batch)
     d = _drafts(case, filtered(case), rng, batch, bad=True)
-    tokens, n = call(impl, case, d, a, r)
-    reach = np.ones(batch, bool)
+    judge_rows(case, d, a, r, *call(impl, case, d, a, r))
+
+
+def judge_rows(case: SpecCase, d: np.ndarray, a: np.ndarray, r: np.ndarray, tokens: np.ndarray, n: np.ndarray) -> None:
+    """Each row of a call, each position it emitted, against that position's legal rows."""
+    reach = np.ones(d.shape[0], bool)
     for i in range(case.k + 1):
-        judge_position(case, i, lambda pf_i: _judge_position(case, i, pf_i, d, a, r, tokens, n, reach))
+        rows = position_rows(case, i)
+        for b in np.flatnonzero(n > i):
+            judge_position(rows, lambda pf_i: _judge_row(case, i, pf_i, b, d, a, r, tokens, n, bool(reach[b])))
         if i < case.k:
             reach &= (n > i + 1) & (tokens[:, i] == d[:, i])
 
 
-def _judge_position(case: SpecCase, i: int, pf_i: np.ndarray, d, a, r, tokens, n, reach: np.ndarray) -> None:
-    """The rows that reached position ``i`` against one filtered target row of it."""
+def _judge_row(case: SpecCase, i: int, pf_i: np.ndarray, b: int, d, a, r, tokens, n, reached: bool) -> None:
+    """Row ``b``'s token at position ``i`` against one filtered target row of the position: never a
+    token it excludes; where the row reached ``i``, the accept decision and the draw."""
+    if pf_i[tokens[b, i]] <= 0:
+        fail("never_excluded", case, f"row {b} emitted token {tokens[b, i]} at position {i}, where the target has p = 0")
+    if not reached:
+        return
     ep = eps(case, pf_i)
-    for b in np.flatnonzero(n > i):  # every token emitted here, whether or not the row is compared
-        if pf_i[tokens[b, i]] <= 0:
-            fail("never_excluded", case, f"row {b} emitted token {tokens[b, i]} at position {i}, where the target has p = 0")
-    for b in np.flatnonzero(reach):
-        if i == case.k:
-            w, kap = pf_i, _kappa(pf_i, pf_i, ep)
-        else:
-            di, pi, qi = int(d[b, i]), pf_i[d[b, i]], float(case.q[i, d[b, i]])
-            dec = decision(a[b, i], qi, pi, ep)
-            accepted = n[b] > i + 1 and tokens[b, i] == di
-            if dec > 0 and not accepted:
-                fail("matches_oracle", case, f"row {b}: draft {di} at position {i} must be accepted "
-                                             f"(a·q = {a[b, i] * qi:.6g} < p = {pi:.6g})")
-            if dec >= 0:
-                continue  # accepted (its next position is judged there), or rejected where either is legal
-            w = spec.residual(pf_i, case.q[i])
-            kap = _kappa(w, pf_i, ep)
-        if n[b] != i + 1:
-            fail("matches_oracle", case, f"row {b}: must stop at position {i}, emitted {n[b]} tokens")
-        if not legal_draws(w, r[b, i], kap)[tokens[b, i]]:
-            fail("matches_oracle", case, f"row {b}: position {i} drew {tokens[b, i]} for r = {r[b, i]:.9g}; "
-                                         f"the oracle draws {spec.inverse_cdf(w, r[b, i])}")
+    if i == case.k:
+        w, kap = pf_i, _kappa(pf_i, pf_i, ep)
+    else:
+        di, pi, qi = int(d[b, i]), pf_i[d[b, i]], float(case.q[i, d[b, i]])
+        dec = decision(a[b, i], qi, pi, ep)
+        accepted = n[b] > i + 1 and tokens[b, i] == di
+        if dec > 0 and not accepted:
+            fail("matches_oracle", case, f"row {b}: draft {di} at position {i} must be accepted "
+                                         f"(a·q = {a[b, i] * qi:.6g} < p = {pi:.6g})")
+        if dec >= 0:
+            return  # accepted (its next position is judged there), or rejected where either is legal
+        w = spec.residual(pf_i, case.q[i])
+        kap = _kappa(w, pf_i, ep)
+    if n[b] != i + 1:
+        fail("matches_oracle", case, f"row {b}: must stop at position {i}, emitted {n[b]} tokens")
+    if not legal_draws(w, r[b, i], kap)[tokens[b, i]]:
+        fail("matches_oracle", case, f"row {b}: position {i} drew {tokens[b, i]} for r = {r[b, i]:.9g}; "
+                                     f"the oracle draws {spec.inverse_cdf(w, r[b, i])}")
 
 
 def check_all_accepted(impl, case: SpecCase, batch: int = 16) -> None:
@@ -271,40 +310,53 @@ def check_all_rejected(impl, case: SpecCase, batch: int = 16) -> None:
     a[:, 0] = np.minimum(ratio + (1 - ratio) * rng.random(batch) + 2.0**-16, 1 - 2.0**-24)
     tokens, n = call(impl, case, d[rows], a[rows], r[rows])
 
-    def judge(pf0: np.ndarray) -> None:
+    def judge(pf0: np.ndarray, i: int, b: int) -> None:
         ep = eps(case, pf0)
+        if decision(a[b, 0], float(case.q[0, d[b, 0]]), pf0[d[b, 0]], ep) >= 0:
+            return  # this filtered target may accept it
         w = spec.residual(pf0, case.q[0])
-        for i, b in enumerate(rows):
-            if decision(a[b, 0], float(case.q[0, d[b, 0]]), pf0[d[b, 0]], ep) >= 0:
-                continue  # this filtered target may accept it
-            if n[i] != 1 or w[tokens[i, 0]] <= 0:
-                fail("all_rejected", case, f"row {b}: draft {d[b, 0]} with a = {a[b, 0]:.6g} >= p/q = {ratio[b]:.6g} "
-                                           f"gave {tokens[i].tolist()}; it must stop with one residual token")
-            if not legal_draws(w, r[b, 0], _kappa(w, pf0, ep))[tokens[i, 0]]:
-                fail("all_rejected", case, f"row {b}: residual token {tokens[i, 0]} for r = {r[b, 0]:.9g}, "
-                                           f"the oracle draws {spec.inverse_cdf(w, r[b, 0])}")
-    judge_position(case, 0, judge)
+        if n[i] != 1 or w[tokens[i, 0]] <= 0:
+            fail("all_rejected", case, f"row {b}: draft {d[b, 0]} with a = {a[b, 0]:.6g} >= p/q = {ratio[b]:.6g} "
+                                       f"gave {tokens[i].tolist()}; it must stop with one residual token")
+        if not legal_draws(w, r[b, 0], _kappa(w, pf0, ep))[tokens[i, 0]]:
+            fail("all_rejected", case, f"row {b}: residual token {tokens[i, 0]} for r = {r[b, 0]:.9g}, "
+                                       f"the oracle draws {spec.inverse_cdf(w, r[b, 0])}")
+    legal = position_rows(case, 0)
+    for i, b in enumerate(rows):
+        judge_position(legal, lambda pf0: judge(pf0, i, b))
 
 
 def check_tie_at_cut(impl, case: SpecCase, batch: int = 32) -> None:
-    """The target's top-k or top-p with a tie at the cut: a tied token outside the kept set (the
-    higher ids) has p = 0 under every legal cut; drafted, it is rejected even at a = 0, and no
-    position ever emits it."""
-    dropped = np.flatnonzero((case.p[0] > 0) & np.all([pf0 == 0 for pf0 in position_rows(case, 0)], axis=0))
-    if (case.top_k <= 0 and case.top_p >= 1) or dropped.size == 0:  # no tie at a cut in this case
+    """The target's top-k or top-p with a tie at the cut keeps exactly m of the tokens tied there
+    (any m: ``filters.kept_sets``), so a kept token's probability is its value over the mass of the
+    tokens above the cut and m tied ones. The draft probes it: q puts most of its mass on one kept
+    token (above the cut where there is one, else tied) and the rest on the tied tokens; half the
+    rows draft that token with a·q between its probability with the whole tie class kept and with
+    m kept (a sampler that keeps every tied token rejects a draft that must be accepted there),
+    the others draft tied tokens at uniform a. Every row judged on its own against the legal rows
+    (``judge_rows``)."""
+    cut = cut_class(case.p[0], case.top_k, case.top_p)
+    if cut is None:  # no choice among ties at position 0's cut in this case
         return check_matches_oracle(impl, case, batch=4)
-    a, r, rng = _uniforms(case, batch)
-    d = _drafts(case, filtered(case), rng, batch, bad=False)
-    d[:, 0] = rng.choice(dropped, size=batch)
-    tokens, n = call(impl, case, d, a, r)
-
-    def judge(pf0: np.ndarray) -> None:
-        for b in range(batch):
-            if n[b] != 1 or pf0[tokens[b, 0]] == 0:
-                fail("tie_at_cut", case, f"row {b}: draft {d[b, 0]} (tied at the cut of top-k {case.top_k} / "
-                                         f"top-p {case.top_p:.6g}, dropped) with a = {a[b, 0]:.6g} gave "
-                                         f"{tokens[b].tolist()}; it must be rejected and a kept token emitted")
-    judge_position(case, 0, judge)
+    above, tied, m = cut
+    row = case.p[0].astype(np.float64)
+    probe = int(above[0] if above.size else tied[0])
+    p_m = row[probe] / (row[above].sum() + m * row[tied[0]])
+    p_all = row[probe] / (row[above].sum() + row[tied].sum())
+    q0 = np.zeros(case.vocab)
+    q0[probe] = min(1.0, max(0.5, 1.25 * p_m))
+    others = tied[tied != probe]
+    q0[others] = (1 - q0[probe]) / max(others.size, 1)
+    q = case.q.copy()
+    q[0] = (q0 / q0.sum()).astype(np.float32)
+    probed = replace(case, q=q)
+    a, r, rng = _uniforms(probed, batch)
+    d = _drafts(probed, filtered(probed), rng, batch, bad=False)
+    d[::2, 0] = probe
+    lo, hi = p_all / float(q[0, probe]), min(p_m / float(q[0, probe]), 1.0)
+    a[::2, 0] = lo + (hi - lo) * rng.uniform(0.05, 0.95, size=a[::2, 0].shape)
+    d[1::2, 0] = rng.choice(tied, size=d[1::2, 0].shape)
+    judge_rows(probed, d, a, r, *call(impl, probed, d, a, r))
 
 
 def check_zero_draft_accepted(impl, example: tuple[SpecCase, int]) -> None:

@@ -5,7 +5,7 @@
 
 Families: ``sparse`` (p on 1-6 tokens, q on 1-4, integer weights: ties and p = 0 / q = 0 tokens
 come naturally), ``tie_cut`` (a tie at the target's top-k cut, the draft proposing the tied
-tokens the cut drops: [0.4, 0.3, 0.3, 0] with k = 2), ``tie_top_p`` (the same tie at the
+tokens the oracle's cut drops: an engine may keep any of them, as many as the cut says: [0.4, 0.3, 0.3, 0] with k = 2), ``tie_top_p`` (the same tie at the
 top-p cut: p halfway across the first tied token's mass, [0.4, 0.3, 0.3, 0] with top_p = 0.55),
 ``dense`` (p on most of the vocabulary, a few zeros, q sparse), ``tail`` (p's mass in the last
 tokens, the last partial 1,024-wide tile, q elsewhere: the residual lives at the vocabulary's
@@ -88,7 +88,7 @@ def _tie_row(draw, v: int) -> tuple[np.ndarray, int, list[int]]:
     idx = draw(_support(v, k - 1 + ties, k - 1 + ties + 2))
     w = [draw(st.integers(4, 8)) for _ in range(k - 1)] + [3] * ties + [draw(st.integers(1, 2)) for _ in idx[k - 1 + ties:]]
     tied = sorted(idx[k - 1:k - 1 + ties])
-    return _row(v, idx, w), k, tied[1:]  # the lowest id of the tie is kept, the rest dropped
+    return _row(v, idx, w), k, tied[1:]  # the oracle keeps the lowest id of the tie, drops the rest
 
 
 @st.composite
