@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from gpu_impl._array import as_logits, get_xp, quiet, row_param, unit_param
 from gpu_impl._order import first_reach
 from gpu_impl.engines._common import history_counts
@@ -22,7 +24,10 @@ def mistralrs_weights(logits: Any, history: Any, repetition: Any, frequency: Any
     f, pr = row_param(frequency, B, "frequency", xp), row_param(presence, B, "presence", xp)
     t = row_param(t, B, "t", xp)
     k = row_param(top_k, B, "top_k", xp, integer=True)
-    p, m = row_param(top_p, B, "top_p", xp), row_param(min_p, B, "min_p", xp)
+    # the thresholds in float64 for their decisions: CuPy's kernels flush float32 subnormals
+    # (-ftz=true), so a top_p of 7e-45 tested as float32 there is 0 and switches top_p off
+    p = row_param(top_p, B, "top_p", xp, dtype=np.float64)
+    m = row_param(min_p, B, "min_p", xp, dtype=np.float64)
     c = history_counts(xp, history, B, V).astype(xp.float32)
     y = x - (c * f[:, None] + (c > 0) * pr[:, None])
     rr = r[:, None]
@@ -42,9 +47,9 @@ def mistralrs_weights(logits: Any, history: Any, repetition: Any, frequency: Any
     # the product in float64: a subnormal top_p times a small top-k mass would underflow to 0 in
     # float32 and zero every token (top_p = 7e-45 at k = 1 on a flat row); the first token's running
     # sum before it is 0, below any positive cutoff, so it always stays
-    cutoff = p.astype(xp.float64) * xp.where(pos < kk, srt, xp.float32(0)).sum(axis=1).astype(xp.float64)
+    cutoff = p * xp.where(pos < kk, srt, xp.float32(0)).sum(axis=1).astype(xp.float64)
     zero |= ((p > 0) & (p < 1))[:, None] & (pos >= first_reach(xp, before, cutoff)[:, None]) & (pos < kk)
-    zero |= ((m > 0) & (m < 1))[:, None] & ((srt[:, :1] * m[:, None]) >= srt)
+    zero |= ((m > 0) & (m < 1))[:, None] & ((srt[:, :1] * m.astype(xp.float32)[:, None]) >= srt)
     w_sorted = xp.where(zero, xp.float32(0), srt)
     w = xp.empty_like(w_sorted)
     w[xp.arange(B)[:, None], order] = w_sorted

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from gpu_impl._array import NEG_INF, as_logits, drop, nonneg, on_rows, quiet, row_param
 from gpu_impl._order import first_reach, nth_largest
 from gpu_impl.engines._common import first_n_ascending, history_counts
@@ -83,8 +85,8 @@ def hf_min_p(logits: Any, p: Any, min_keep: Any = 1) -> Any:
 def hf_typical(logits: Any, mass: Any, min_keep: Any = 1) -> Any:
     xp, x, row_max = as_logits(logits)
     B, V = x.shape
-    mass = row_param(mass, B, "mass", xp)
-    if bool(((mass <= 0) | (mass >= 1)).any()):
+    mass = row_param(mass, B, "mass", xp, dtype=np.float64)  # float64: see ``_in_open_unit``
+    if not _in_open_unit(mass):
         raise ValueError(f"parameter mass must lie in (0, 1) (transformers' typical_p), got {mass.tolist()}")
     mk = _min_keep(xp, min_keep, B)
     h, s, log_s = entropy_from_logits(xp, x, row_max)
@@ -104,6 +106,13 @@ def hf_typical(logits: Any, mass: Any, min_keep: Any = 1) -> Any:
     return drop(xp, x, remove)
 
 
+def _in_open_unit(v: Any) -> bool:
+    """Whether every value lies in (0, 1), decided in float64: CuPy's kernels flush float32
+    subnormals (-ftz=true), so a float32 eps of 1e-45 compares as 0 there and a valid parameter
+    would be refused on the device only."""
+    return bool(((v > 0) & (v < 1)).all())
+
+
 def _cut_unless_top(xp, x, row_max, cut, mk) -> Any:
     probs = row_softmax(xp, x, row_max)
     kth = nth_largest(xp, x, xp.minimum(mk, x.shape[1]))
@@ -113,20 +122,21 @@ def _cut_unless_top(xp, x, row_max, cut, mk) -> Any:
 def hf_epsilon(logits: Any, eps: Any, min_keep: Any = 1) -> Any:
     xp, x, row_max = as_logits(logits)
     B = x.shape[0]
-    eps = row_param(eps, B, "eps", xp)
-    if bool(((eps <= 0) | (eps >= 1)).any()):
+    eps = row_param(eps, B, "eps", xp, dtype=np.float64)  # float64: see ``_in_open_unit``
+    if not _in_open_unit(eps):
         raise ValueError(f"parameter eps must lie in (0, 1) (transformers' epsilon_cutoff), got {eps.tolist()}")
-    return _cut_unless_top(xp, x, row_max, eps, _min_keep(xp, min_keep, B))
+    return _cut_unless_top(xp, x, row_max, eps.astype(xp.float32), _min_keep(xp, min_keep, B))
 
 
 def hf_eta(logits: Any, eps: Any, min_keep: Any = 1) -> Any:
     """eta = min(eps, sqrt(eps)·exp(-H)) (the code; its docstring says sqrt(eps·exp(-H)))."""
     xp, x, row_max = as_logits(logits)
     B = x.shape[0]
-    eps = row_param(eps, B, "eps", xp)
-    if bool(((eps <= 0) | (eps >= 1)).any()):
+    eps = row_param(eps, B, "eps", xp, dtype=np.float64)  # float64: see ``_in_open_unit``
+    if not _in_open_unit(eps):
         raise ValueError(f"parameter eps must lie in (0, 1) (transformers' eta_cutoff), got {eps.tolist()}")
     h, _, _ = entropy_from_logits(xp, x, row_max)
+    eps = eps.astype(xp.float32)  # transformers' arithmetic is float32
     cut = xp.minimum(eps, xp.sqrt(eps) * xp.exp(-h))
     return _cut_unless_top(xp, x, row_max, cut, _min_keep(xp, min_keep, B))
 

@@ -21,10 +21,54 @@ from properties.gpu.emulator.launch import EmulatedKernel
 from properties.gpu.standin import Device, FakeGraphs
 
 
+F32_TINY = np.float32(2.0**-126)
+NOT_FLUSHED = frozenset({np.matmul})
+"""Ufuncs CuPy hands to a library that keeps subnormals (cuBLAS), not to its own kernels."""
+
+
+def flush(a: Any) -> Any:
+    """What CuPy's own kernels see of a float32 value: subnormals as zero of the same sign. CuPy
+    compiles every kernel it generates (ufuncs, reductions, scans, ``astype``) with ``-ftz=true``,
+    which flushes float32 subnormal operands and results, comparisons included; gpu_impl's
+    kernels are compiled without it (``gpu_impl.kernels._build``). Other dtypes pass unchanged."""
+    if getattr(a, "dtype", None) != np.float32:
+        return a
+    a = np.asarray(a)
+    tiny = np.abs(a) < F32_TINY
+    return np.where(tiny, np.copysign(np.float32(0), a), a) if tiny.any() else a
+
+
 class DeviceArray(Device):
     """A device array as CuPy has them: indexing one element and reducing give 0-d arrays (read
     with ``.get()``, ``int()`` or ``bool()``), not NumPy scalars; every read is refused while a
-    stream captures (``Device.READS_REFUSED``), as on CUDA."""
+    stream captures (``Device.READS_REFUSED``), as on CUDA. Arithmetic on it is CuPy's: float32
+    subnormal operands and results flushed to zero (``flush``)."""
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, out: Any = None, **kwargs: Any) -> Any:
+        keep = ufunc in NOT_FLUSHED
+        args = [x if keep else flush(np.asarray(x)) if isinstance(x, (np.ndarray, np.generic)) else x for x in inputs]
+        if out is not None:
+            kwargs["out"] = tuple(np.asarray(o) for o in out)
+        result = getattr(ufunc, method)(*args, **kwargs)
+        if out is not None:
+            for o in kwargs["out"]:
+                o[...] = o if keep else flush(o)
+            return out[0] if len(out) == 1 else out
+        if isinstance(result, tuple):
+            return tuple(_device(r if keep else flush(r)) for r in result)
+        return _device(result if keep else flush(result))
+
+    def astype(self, dtype: Any, *args: Any, **kwargs: Any) -> Any:
+        """CuPy's conversion kernel: a float32 subnormal converts as zero (the same dtype: a copy)."""
+        if np.dtype(dtype) == self.dtype:
+            return _device(np.asarray(self).astype(dtype, *args, **kwargs))
+        return _device(flush(flush(np.asarray(self)).astype(dtype, *args, **kwargs)))
+
+    def argmax(self, *args: Any, **kwargs: Any) -> Any:
+        return _device(flush(np.asarray(self)).argmax(*args, **kwargs))
+
+    def argmin(self, *args: Any, **kwargs: Any) -> Any:
+        return _device(flush(np.asarray(self)).argmin(*args, **kwargs))
 
     @property
     def data(self) -> Any:
