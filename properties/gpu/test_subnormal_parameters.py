@@ -68,3 +68,18 @@ def test_subnormal_thresholds_decide_as_on_numpy(cp, why, call):
     want = kept(np.asarray(call(_engines(), ROWS)))
     got = kept(cp.asnumpy(call(_engines(), cp.asarray(ROWS))))
     np.testing.assert_array_equal(got, want, err_msg=f"{why}: the tokens kept differ")
+
+
+def test_the_stand_in_hands_matmul_on_unflushed(monkeypatch):
+    """``matmul`` is cuBLAS's on CuPy, not a kernel CuPy generates: the stand-in computes it on the
+    values as given (it once recursed into itself there, and every op that multiplies matrices
+    crashed under ``--backend emulated``)."""
+    if unavailable_reason() is not None:
+        pytest.skip(f"the kernel emulator: {unavailable_reason()}")
+    from properties.gpu.emulator.cupy_standin import DeviceArray, emulated_device
+    cp = emulated_device(monkeypatch)
+    a = cp.asarray(np.array([[2.0, 1.0]], np.float32))
+    b = cp.asarray(np.array([[TINY], [3.0]], np.float32))
+    out = a @ b
+    assert isinstance(out, DeviceArray) and cp.asnumpy(out).tolist() == (np.array([[2.0, 1.0]], np.float32)
+                                                                          @ np.array([[TINY], [3.0]], np.float32)).tolist()

@@ -46,7 +46,8 @@ class DeviceArray(Device):
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, out: Any = None, **kwargs: Any) -> Any:
         keep = ufunc in NOT_FLUSHED
-        args = [x if keep else flush(np.asarray(x)) if isinstance(x, (np.ndarray, np.generic)) else x for x in inputs]
+        args = [(np.asarray(x) if keep else flush(np.asarray(x))) if isinstance(x, (np.ndarray, np.generic)) else x
+                for x in inputs]
         if out is not None:
             kwargs["out"] = tuple(np.asarray(o) for o in out)
         result = getattr(ufunc, method)(*args, **kwargs)
