@@ -69,13 +69,19 @@ judge the row (a ``ValueError``, never a verdict). The strategies never reach it
 class is 6 tokens, 20 choices."""
 
 
+def _tie_class(vals: np.ndarray, n: int) -> tuple[int, int]:
+    """[lo, hi): the positions, in the descending values ``vals``, of the tokens equal to the n-th
+    largest (a tie: equal values, as ``properties.ties`` defines it for the values as given)."""
+    neg = -vals
+    return int(np.searchsorted(neg, neg[n - 1], "left")), int(np.searchsorted(neg, neg[n - 1], "right"))
+
+
 def kept_sets(order: np.ndarray, vals: np.ndarray, n: int) -> Iterator[np.ndarray]:
     """The ids an exact selection of the n largest may keep, lazily: every token above the n-th
     largest value, then m of the tokens equal to it, each choice of m once, lowest ids first (the
     oracle's). ``order``: the row's (value descending, id ascending) order; ``vals``: the row's
     values in that order."""
-    neg = -vals
-    lo, hi = int(np.searchsorted(neg, neg[n - 1], "left")), int(np.searchsorted(neg, neg[n - 1], "right"))
+    lo, hi = _tie_class(vals, n)
     tied, m = order[lo:hi], n - lo
     for i, pick in enumerate(itertools.combinations(range(tied.size), m)):
         if i == MAX_TIE_SUBSETS:
@@ -93,9 +99,8 @@ def cut_class(row: np.ndarray, top_k: int, top_p: float) -> tuple[np.ndarray, np
         return None
     order = np.lexsort((np.arange(row.size), -row))
     vals = row[order]
-    above, tied = order[vals > vals[n - 1]], order[vals == vals[n - 1]]
-    m = n - above.size
-    return (above, tied, m) if 0 < m < tied.size and vals[n - 1] > 0 else None
+    lo, hi = _tie_class(vals, n)
+    return (order[:lo], order[lo:hi], n - lo) if n < hi and vals[n - 1] > 0 else None
 
 
 def legal_rows(row: np.ndarray, top_k: int, top_p: float) -> Iterator[np.ndarray]:
