@@ -623,6 +623,63 @@ _OTHER_ENGINES: list[Finding] = [
             {"rope_parameters['full_attention']": {"rope_theta": 1000000.0, "rope_type": "linear", "factor": 8.0},
              "max |dlogit| vs oracle": 0.0},
             custom=_transformers("gemma3_rope_scaling"), **_HF),
+    Finding("transformers-gguf-gemma4-final-softcap-dropped", "GGUF loader: gemma4 final_logit_softcapping", BEHAVIOUR,
+            "The loader's gemma4 map has no key for gemma4.final_logit_softcapping: the config keeps None and the "
+            "logits go uncapped, where the file caps them at 30 (llama.cpp reads the key and caps). " + _HF_LOADER,
+            "the gemma4 F32 fixture (final softcap 30), float32 forward over the goldens' tokens",
+            {"final_logit_softcapping": None, "max |dlogit| vs oracle": 1.82},
+            {"final_logit_softcapping": 30.0, "max |dlogit| vs oracle": 0.0},
+            custom=_transformers("gemma4_final_softcap"), **_HF),
+    Finding("transformers-gguf-gemma4-layer-scale-not-loaded", "GGUF loader: gemma4 layer_scalar", BEHAVIOUR,
+            "blk.N.layer_output_scale.weight is not loaded: each decoder layer's layer_scalar (its output's "
+            "multiplier) stays 1, reported MISSING and the model loaded anyway. Replayed with every config field set "
+            "from the GGUF (gguf_config.corrected), with and without the file's scales copied in.",
+            "the gemma4 F32 fixture (five layer scales in 0.5-0.97), float32 forward over the goldens' tokens",
+            {"layer_scalar": [1.0, 1.0, 1.0, 1.0, 1.0], "max |dlogit| vs oracle": 12.68},
+            {"layer_scalar": [0.8689, 0.967, 0.586, 0.5074, 0.5531], "max |dlogit| vs oracle": 0.0},
+            custom=_transformers("gemma4_layer_scale"), **_HF),
+    Finding("transformers-gguf-gemma4-shared-kv-dropped", "GGUF loader: gemma4 num_kv_shared_layers", BEHAVIOUR,
+            "gemma4.attention.shared_kv_layers is not read: num_kv_shared_layers stays 0, so the last layers, which "
+            "reuse an earlier layer's KV in the file (no attn_k / attn_v of their own), get k and v projections "
+            "initialised at random (reported MISSING, loaded anyway; torch seed 0 in the replay). " + _HF_LOADER,
+            "the gemma4 F32 fixture (the last 2 of 5 layers share KV), float32 forward over the goldens' tokens",
+            {"num_kv_shared_layers": 0, "max |dlogit| vs oracle": 19.85},
+            {"num_kv_shared_layers": 2, "max |dlogit| vs oracle": 0.0}, custom=_transformers("gemma4_shared_kv"), **_HF),
+    Finding("transformers-gguf-gemma4-v-from-k-dropped", "GGUF loader: gemma4 attention_k_eq_v", BEHAVIOUR,
+            "A global layer without attn_v takes v from its k projection in llama.cpp; no GGUF key says so and the "
+            "loader does not look at the tensors: attention_k_eq_v stays False and that layer gets a v projection "
+            "initialised at random (reported MISSING, loaded anyway; torch seed 0 in the replay). " + _HF_LOADER,
+            "the gemma4 F32 fixture (layer 2, global, has no attn_v), float32 forward over the goldens' tokens",
+            {"attention_k_eq_v": False, "max |dlogit| vs oracle": 22.12},
+            {"attention_k_eq_v": True, "max |dlogit| vs oracle": 0.0}, custom=_transformers("gemma4_v_from_k"), **_HF),
+    Finding("transformers-gguf-gemma4-sliding-head-dim-dropped", "GGUF loader: gemma4 head_dim", BEHAVIOUR,
+            "gemma4.attention.key_length_swa is not read: the sliding layers' head_dim stays the class default 256 "
+            "(attention.key_length is read, as the global layers' global_head_dim), so a file with other sliding "
+            "heads fails to load. " + _HF_LOADER,
+            "the gemma4 F32 fixture (sliding head_dim 16, global 32), float32 forward over the goldens' tokens",
+            {"head_dim": 256, "max |dlogit| vs oracle": "does not load (tensor shape mismatch)"},
+            {"head_dim": 16, "max |dlogit| vs oracle": 0.0}, custom=_transformers("gemma4_sliding_head_dim"), **_HF),
+    Finding("transformers-gguf-gemma4-sliding-pattern-dropped", "GGUF loader: gemma4 layer_types", BEHAVIOUR,
+            "gemma4.attention.sliding_window_pattern (one flag per layer) is not read: layer_types follows the "
+            "default period 6, the last layer forced global; on the fixture that leaves the shared-KV global layer "
+            "no global layer to take its KV from, and the config refuses to build. " + _HF_LOADER,
+            "the gemma4 F32 fixture (layers 2 and 4 global), float32 forward over the goldens' tokens",
+            {"layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+                             "full_attention"],
+             "max |dlogit| vs oracle": "does not load (ValueError: The set of layer types producing a cache is "
+                                       "different than the set of layer types using them)"},
+            {"layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention",
+                             "full_attention"], "max |dlogit| vs oracle": 0.0},
+            custom=_transformers("gemma4_sliding_pattern"), **_HF),
+    Finding("transformers-gguf-gemma4-per-layer-input-size-dropped", "GGUF loader: gemma4 hidden_size_per_layer_input",
+            BEHAVIOUR,
+            "gemma4.embedding_length_per_layer_input is not read: the per-layer inputs stay 256 wide (the class "
+            "default), and vocab_size_per_layer_input stays 262144 (no key: llama.cpp reads per_layer_token_embd's "
+            "rows), so a file with other sizes fails to load. " + _HF_LOADER,
+            "the gemma4 F32 fixture (per-layer inputs 32 wide, 300 rows), float32 forward over the goldens' tokens",
+            {"hidden_size_per_layer_input": 256, "max |dlogit| vs oracle": "does not load (tensor shape mismatch)"},
+            {"hidden_size_per_layer_input": 32, "max |dlogit| vs oracle": 0.0},
+            custom=_transformers("gemma4_per_layer_input_size"), **_HF),
 ]
 
 FINDINGS: list[Finding] = _with_waivers(_CPU + _BACKEND + _WAIVERS) + _OTHER_ENGINES

@@ -11,7 +11,6 @@ difference.
 """
 from __future__ import annotations
 
-import copy
 from typing import Any, Callable
 
 WTYPE = "F32"
@@ -34,23 +33,43 @@ def peer() -> tuple[Any, Any]:
     return torch, AutoModelForCausalLM
 
 
-def _logit_distance(arch: str, cfg: Any) -> float | str:
-    """max |logit - oracle logit| of transformers' float32 forward with ``cfg``, over the goldens'
-    tokens, to two decimals; a config whose shapes are not the file's does not load."""
+def _logit_distance(arch: str, cfg: Any, restored: bool = True) -> float | str:
+    """max |logit - oracle logit| of transformers' float32 forward with ``cfg`` (and, ``restored``,
+    the tensors its loader skips copied in), over the goldens' tokens, to two decimals; a config
+    whose shapes are not the file's does not load."""
     from properties.models import runs
+    from properties.peers.transformers.gguf_config import restore
 
     torch, model_class = peer()
     path = runs.path(arch, WTYPE)
+    torch.manual_seed(0)  # parameters the file lacks are initialised at random: the same ones each replay
     try:
         model = model_class.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32, config=cfg)
     except RuntimeError as exc:
         if "mismatch" not in str(exc):
             raise
         return "does not load (tensor shape mismatch)"
+    except ValueError as exc:  # the model's own consistency checks (gemma4's KV sharing by layer type)
+        return f"does not load (ValueError: {str(exc).split(chr(10))[0]})"
+    if restored:
+        restore(model, runs.model(arch, WTYPE))
     with torch.no_grad():
         logits = model.eval()(torch.tensor([runs.TOKENS])).logits[0].double().numpy()
     exact = runs.env(arch, WTYPE, ENGINE).exact.logits
     return round(float(abs(logits - exact).max()), 2)
+
+
+def _layer_scale_left_at_loader() -> tuple[dict, dict]:
+    from properties.models import runs
+    from properties.peers.transformers.gguf_config import corrected
+
+    peer()
+    model = runs.model("gemma4", WTYPE)
+    cfg, _ = corrected(runs.path("gemma4", WTYPE), model)
+    scales = [round(float(model.weight(f"blk.{i}.layer_output_scale.weight")[0]), 4) for i in range(model.hp.n_layer)]
+    key, gap = "layer_scalar", "max |dlogit| vs oracle"
+    return ({key: [1.0] * len(scales), gap: _logit_distance("gemma4", cfg, restored=False)},
+            {key: scales, gap: _logit_distance("gemma4", cfg)})
 
 
 def _field_left_at_loader(arch: str, field: str, show: Callable[[Any], Any] = lambda v: v,
@@ -60,14 +79,13 @@ def _field_left_at_loader(arch: str, field: str, show: Callable[[Any], Any] = la
     from properties.peers.transformers.gguf_config import corrected, meant
 
     peer()
-    hp = runs.model(arch, WTYPE).hp
-    cfg, fixes = corrected(runs.path(arch, WTYPE), hp)
-    loader = next((f.loader for f in fixes if f.field == field), getattr(cfg, field))  # read: the GGUF's
-    left = copy.deepcopy(cfg)
-    setattr(left, field, loader)
+    model, path = runs.model(arch, WTYPE), runs.path(arch, WTYPE)
+    cfg, fixes = corrected(path, model)
+    left, _ = corrected(path, model, keep=frozenset({field}))
+    loader = next((f.loader for f in fixes if f.field == field), meant(model)[field])  # read: the GGUF's
     key, gap = label or field, "max |dlogit| vs oracle"
     return ({key: show(loader), gap: _logit_distance(arch, left)},
-            {key: show(meant(hp)[field]), gap: _logit_distance(arch, cfg)})
+            {key: show(meant(model)[field]), gap: _logit_distance(arch, cfg)})
 
 
 def qwen3_head_dim() -> tuple[dict, dict]:
@@ -107,3 +125,38 @@ def gemma3_rope_scaling() -> tuple[dict, dict]:
     """rope.scaling.type linear / rope.scaling.factor 8 are not read: the global layer rotates unscaled."""
     return _field_left_at_loader("gemma3", "rope_parameters", show=lambda v: v["full_attention"],
                                  label="rope_parameters['full_attention']")
+
+
+def gemma4_final_softcap() -> tuple[dict, dict]:
+    """gemma4.final_logit_softcapping is not in the loader's gemma4 map: the logits go uncapped."""
+    return _field_left_at_loader("gemma4", "final_logit_softcapping")
+
+
+def gemma4_layer_scale() -> tuple[dict, dict]:
+    """blk.N.layer_output_scale.weight is not loaded: every layer_scalar stays 1."""
+    return _layer_scale_left_at_loader()
+
+
+def gemma4_shared_kv() -> tuple[dict, dict]:
+    """gemma4.attention.shared_kv_layers is not read: the sharing layers get random k/v projections."""
+    return _field_left_at_loader("gemma4", "num_kv_shared_layers")
+
+
+def gemma4_v_from_k() -> tuple[dict, dict]:
+    """A global layer without attn_v (v from k in llama.cpp) gets a random v projection."""
+    return _field_left_at_loader("gemma4", "attention_k_eq_v")
+
+
+def gemma4_sliding_head_dim() -> tuple[dict, dict]:
+    """gemma4.attention.key_length_swa is not read: the sliding layers' head_dim stays 256."""
+    return _field_left_at_loader("gemma4", "head_dim")
+
+
+def gemma4_sliding_pattern() -> tuple[dict, dict]:
+    """gemma4.attention.sliding_window_pattern is not read: the default period 6."""
+    return _field_left_at_loader("gemma4", "layer_types")
+
+
+def gemma4_per_layer_input_size() -> tuple[dict, dict]:
+    """gemma4.embedding_length_per_layer_input is not read: the per-layer inputs stay 256 wide."""
+    return _field_left_at_loader("gemma4", "hidden_size_per_layer_input")

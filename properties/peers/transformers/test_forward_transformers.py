@@ -2,8 +2,8 @@
 ``logitcheck layers --error-model`` like any engine's dump.
 
 transformers loads each fixture through its GGUF loader, with the config fields the loader drops
-set from the file (``gguf_config``: without them gemma2 and gemma3 are other models, qwen3 does
-not load). Forward hooks dump every module output that has a llama.cpp graph tensor under its HF
+set from the file and the tensors it skips copied in (``gguf_config``: without them gemma2 and
+gemma3 are other models, qwen3 and gemma4 do not load). Forward hooks dump every module output that has a llama.cpp graph tensor under its HF
 module name (``oracle.models.names.HF_NAMES``; a self-scaling embedding as ``inp_scaled``; q_norm /
 k_norm turned token-major from transformers' [batch, heads, tokens, head_dim]), and the logits under
 ``logits`` where ``lm_head`` is not them (gemma2: a final softcap follows it), into a .npz; the CLI
@@ -26,16 +26,17 @@ import pytest
 
 from properties import recording
 from properties.models import runs
-from properties.peers.transformers.gguf_config import LOADER_DROPS, corrected
+from properties.peers.transformers.gguf_config import LOADER_DROPS, corrected, restore
 from reports.cli import main as cli
 
 pytestmark = [pytest.mark.peer]
-ARCHS = ("llama", "qwen3", "gemma2", "gemma3")
+ARCHS = ("llama", "qwen3", "gemma2", "gemma3", "gemma4")
 WTYPE = "F32"
 ENGINE = {"float32": "gpu_impl-float32", "float16": "transformers-float16", "bfloat16": "transformers-bfloat16"}
 TABLE: dict[str, dict] = {}
-DEFAULT_HOLDS = {"gemma2": {"final_logit_softcapping"}}
-"""Dropped fields whose transformers default is the fixture's own value (gemma2's final softcap, 30)."""
+DEFAULT_HOLDS = {"gemma2": {"final_logit_softcapping"}, "gemma4": {"rope_parameters"}}
+"""Dropped fields whose transformers default is the fixture's own value (gemma2's final softcap, 30;
+gemma4's RoPE bases and rotated quarter, those of the released models)."""
 # Imported when the first test runs, not at collection (torch and transformers take seconds).
 torch = AutoModelForCausalLM = None
 
@@ -55,9 +56,11 @@ def _peer() -> None:
 
 def _load(arch: str, dtype: str, fix: bool = True):
     path = runs.path(arch, WTYPE)
-    cfg, fixes = corrected(path, runs.model(arch, WTYPE).hp)
+    cfg, fixes = corrected(path, runs.model(arch, WTYPE))
     kw = {"config": cfg} if fix else {}
     model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=getattr(torch, dtype), **kw)
+    if fix:
+        restore(model, runs.model(arch, WTYPE))
     return model.eval(), fixes
 
 
@@ -121,7 +124,7 @@ def test_loader_drops_the_known_keys(arch):
     """The loader's config lacks exactly ``LOADER_DROPS[arch]``; where it loads at all, its
     logits are past the float32 bound, and the corrected config's are within it."""
     env = runs.env(arch, WTYPE, "gpu_impl-float32")
-    _, fixes = corrected(runs.path(arch, WTYPE), runs.model(arch, WTYPE).hp)
+    _, fixes = corrected(runs.path(arch, WTYPE), runs.model(arch, WTYPE))
     assert {f.field for f in fixes} == set(LOADER_DROPS.get(arch, {})) - DEFAULT_HOLDS.get(arch, set()), fixes
     row = TABLE.setdefault(arch, {})
     row["loader drops"] = {f.field: f"{f.loader!r} -> {f.gguf!r}" for f in fixes}
@@ -192,3 +195,22 @@ def test_single_rounding_model_flags_transformers_bfloat16(tmp_path, capsys, ora
               "--error-model", "gpu_impl-bfloat16"])
     out = capsys.readouterr().out
     assert rc == 1 and "verdict: structural" in out, (SINGLE_ROUNDING_FLAGS[arch, "bfloat16"], out[-800:])
+
+
+ROUNDS_ONCE = ("gemma4",)
+"""Architectures whose transformers ops round once where gpu_impl's do (Gemma4RMSNorm multiplies the
+float32 normalised row by w and rounds once; gemma2/3 hold bf16(w - 1)): their float16 / bfloat16 runs
+are within the single-rounding model too."""
+
+
+@pytest.mark.parametrize("arch, dtype", [(a, d) for a in ROUNDS_ONCE for d in ("float16", "bfloat16")])
+def test_single_rounding_model_holds_where_transformers_rounds_once(tmp_path, capsys, oracle_runs, arch, dtype):
+    """The same dump under ``gpu_impl-<dtype>``: within (rc 0), the model is not wider than it must be."""
+    model, _ = _load(arch, dtype)
+    test = tmp_path / "test.npz"
+    np.savez(test, tokens=np.asarray(runs.TOKENS), **_dump(model, arch))
+    capsys.readouterr()
+    rc = cli(["layers", str(oracle_runs(arch)), str(test), "--model", str(runs.path(arch, WTYPE)),
+              "--error-model", f"gpu_impl-{dtype}"])
+    out = capsys.readouterr().out
+    assert rc == 0, out[-800:]
