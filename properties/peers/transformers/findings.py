@@ -160,3 +160,23 @@ def gemma4_sliding_pattern() -> tuple[dict, dict]:
 def gemma4_per_layer_input_size() -> tuple[dict, dict]:
     """gemma4.embedding_length_per_layer_input is not read: the per-layer inputs stay 256 wide."""
     return _field_left_at_loader("gemma4", "hidden_size_per_layer_input")
+
+
+def gemma3n_gaussian_topk_std() -> tuple[dict, dict]:
+    """transformers' Gemma 3n divides the gate's std by n, llama.cpp by n - 1 (``own_loader``)."""
+    from properties.models import runs
+    from properties.peers.transformers import own_loader
+
+    torch, _ = peer()
+    model = own_loader.load(runs.model("gemma3n", WTYPE), torch.float32)
+    exact = runs.env("gemma3n", WTYPE, ENGINE).exact.logits
+
+    def gap() -> float:
+        with torch.no_grad():
+            logits = model(torch.tensor([runs.TOKENS])).logits[0].double().numpy()
+        return round(float(abs(logits - exact).max()), 3)
+
+    key = "std divisor"
+    own = {key: own_loader.STD_DIVISOR["transformers"], "max |dlogit| vs oracle": gap()}
+    own_loader.llama_cpp_std(model)
+    return own, {key: own_loader.STD_DIVISOR["llama.cpp"], "max |dlogit| vs oracle": gap()}
