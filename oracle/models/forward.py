@@ -30,7 +30,8 @@ class Site:
     name: str
     """llama.cpp's graph name with the layer suffix ("" for an unnamed value)."""
     op: str
-    """weight, matmul_input, matmul, get_rows, scale, rms_norm, rope, attention, glu, add, softcap."""
+    """weight, matmul_input, matmul, get_rows, scale, rms_norm, rope, attention, glu, add, softcap,
+    cutoff (a row's mean + c·std: Gemma 3n's sparse gate)."""
     layer: int
     weight: str | None = None
     qtype: int | None = None
@@ -235,7 +236,7 @@ class _Pass:
         n = g.shape[-1]
         mean = g.mean(axis=-1, keepdims=True)
         std = np.sqrt(((g - mean) ** 2).sum(axis=-1, keepdims=True) / (n - 1))
-        cut = self.emit("", "rms_norm", mean + std * float(np.float32(SPARSITY_STD_MUL)), k=n)
+        cut = self.emit("", "cutoff", mean + std * float(np.float32(SPARSITY_STD_MUL)), k=n)
         return self.emit("", "add", np.maximum(g - cut, 0.0), _sum_size(g, cut))
 
     def rescaled(self, y: np.ndarray, target: np.ndarray, name: str = "") -> np.ndarray:

@@ -78,8 +78,14 @@ OP_U = {
     "add": lambda s: 1.0,
     "glu": lambda s: 10.0,
     "rms_norm": lambda s: 3.0,  # per element: the scale rounded to float, x·scale, ·w (the row: norm_row_u)
+    "cutoff": lambda s: 3.0,  # mean + c·std, each rounded; the row's sums: norm_row_u
     "matmul": lambda s: math.sqrt(s.k) + 2,
 }
+
+
+ROW_FACTOR_OPS = frozenset({"rms_norm", "cutoff"})
+"""Ops whose output carries one factor per row, computed from sums over the row's k values: an
+RMSNorm's scale, the sparse gate's cutoff (a mean and a sum of squares, as a norm's)."""
 
 
 def norm_row_u(site: Site) -> float:
@@ -99,7 +105,8 @@ class Engine:
     """The dtype the engine stores activations and weights in (its compute is float32)."""
     fused: frozenset[str] = frozenset()
     """Ops whose output the engine never stores (computed inside a fused op): gpu_impl rotates q and
-    k inside its attention op, in float32."""
+    k inside its attention op, and computes Gemma 3n's gate cutoff inside its sparse-gate op, in
+    float32."""
     inner_u: float = 0.0
     """u of the steps inside an op that the engine rounds to its storage precision (0: every op
     computes in float32 and rounds once): transformers in bfloat16 rounds the normalised row before
@@ -111,8 +118,9 @@ class Engine:
 ENGINES = {
     "llama.cpp-cpu": Engine("llama.cpp-cpu", 0.0, 0.0, True, True),
     "gpu_impl-float32": Engine("gpu_impl-float32", 0.0, 0.0, False, False),
-    "gpu_impl-float16": Engine("gpu_impl-float16", U16, U16, False, False, "float16", frozenset({"rope"})),
-    "gpu_impl-bfloat16": Engine("gpu_impl-bfloat16", UBF16, UBF16, False, False, "bfloat16", frozenset({"rope"})),
+    "gpu_impl-float16": Engine("gpu_impl-float16", U16, U16, False, False, "float16", frozenset({"rope", "cutoff"})),
+    "gpu_impl-bfloat16": Engine("gpu_impl-bfloat16", UBF16, UBF16, False, False, "bfloat16",
+                                frozenset({"rope", "cutoff"})),
     "transformers-float16": Engine("transformers-float16", U16, U16, False, False, "float16", inner_u=U16),
     "transformers-bfloat16": Engine("transformers-bfloat16", UBF16, UBF16, False, False, "bfloat16", inner_u=UBF16),
 }
@@ -212,7 +220,7 @@ def allowed(engine: Engine, site: Site, x: np.ndarray) -> np.ndarray:
     """Per element, the largest error ``engine`` may make computing the op output ``x`` at
     ``site`` from its inputs: the noise's half-width, an RMSNorm's row factor added whole."""
     width = _op_width(engine, site, x)
-    if site.op == "rms_norm":
+    if site.op in ROW_FACTOR_OPS:
         width = width + np.abs(x) * (U32 * norm_row_u(site))
     return width
 
@@ -228,7 +236,7 @@ def noise_hook(engine: Engine, rng: np.random.Generator):
         if width is None or not np.any(width):
             return x
         noisy = x + width * rng.uniform(-1.0, 1.0, x.shape)
-        if site.op == "rms_norm":
+        if site.op in ROW_FACTOR_OPS:
             noisy = noisy + x * (U32 * norm_row_u(site)) * rng.uniform(-1.0, 1.0, (*x.shape[:-1], 1))
         return noisy
     return hook

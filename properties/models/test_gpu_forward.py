@@ -69,3 +69,24 @@ def test_oracle_passes_are_deterministic():
     a, b = forward(m, runs.TOKENS), forward(m, runs.TOKENS)
     assert np.array_equal(a.logits, b.logits)
     assert all(np.array_equal(a.tensors[k], b.tensors[k]) for k in a.tensors)
+
+
+HALF = [(a, gguf_gen.wtypes(a)[0], d) for a in (*gguf_gen.ARCHS, *gguf_gen.LAYOUTS) for d in ("float16", "bfloat16")]
+
+
+@pytest.mark.parametrize("arch, wtype, dtype", HALF, ids=lambda v: str(v))
+def test_gpu_impl_half_precision_within_the_full_verdict(arch, wtype, dtype):
+    """gpu_impl storing in float16 / bfloat16, judged as ``logitcheck layers --error-model
+    gpu_impl-<dtype>`` judges it: the float64 bound, the matched reference with gpu_impl's own
+    stores (``Engine.fused``) and the local replay from its dumped inputs, on every fixture's
+    float32 file: within at every tensor (a replay that stores a value gpu_impl keeps in float32,
+    as Gemma 3n's gate cutoff once was, fails here)."""
+    from properties.models import matched as M, verdict as V
+    from properties.models.error_model import ENGINES
+
+    engine = f"gpu_impl-{dtype}"
+    env = runs.env(arch, wtype, engine)
+    tensors = gm.run(runs.path(arch, wtype), runs.TOKENS, dtype=dtype)["tensors"]
+    ref = M.matched(runs.model(arch, wtype), runs.TOKENS, dtype, fused=ENGINES[engine].fused)
+    v = V.judge_run(env, engine, runs.model(arch, wtype), tensors, ref)
+    assert not v.structural, v.line()
