@@ -308,59 +308,71 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     the ``PER_TEST_FILES`` are split test by test."""
     explicit = any(a.startswith("--dist") for a in config.invocation_params.args)
     if config.getoption("dist") == "load" and not explicit:
-        from xdist.scheduler import LoadScopeScheduling
-
-        class _FileOrTest(LoadScopeScheduling):
-            _ordered = False
-
-            def _split_scope(self, nodeid: str) -> str:
-                path = nodeid.split("::", 1)[0]
-                return nodeid if path.endswith(PER_TEST_FILES) else path
-
-            def _assign_work_unit(self, node) -> None:
-                # xdist queues scopes by test count, so the one-test scopes (the heaviest single
-                # tests: impl≡oracle's mirostat_v2 / typical, 2-7 min each at nightly) went last
-                # and one core finished alone; whole files go first, then the split files in
-                # PER_TEST_FILES order (heaviest first), so the queue ends on short tests.
-                if not self._ordered:
-                    self._ordered = True
-                    units = sorted(self.workqueue.items(), key=lambda kv: _queue_rank(kv[0]))
-                    self.workqueue.clear()
-                    self.workqueue.update(units)
-                super()._assign_work_unit(node)
-
-            def schedule(self) -> None:
-                again = self.collection is not None  # a replacement for a crashed worker
-                super().schedule()
-                if again:
-                    # xdist gives the newcomer one unit; a unit with one test left then waits for a
-                    # next test (a worker runs an item once it knows the next one, or is told to
-                    # stop) that no completion will trigger: with -n 1 the run hung. Fill it as
-                    # xdist's start does, and tell it to stop when nothing is left.
-                    for node in self.nodes:
-                        while not node.shutting_down and self._pending_of(self.assigned_work[node]) <= 2:
-                            if not self.workqueue:
-                                node.shutdown()
-                                break
-                            self._assign_work_unit(node)
-
-            def remove_node(self, node):
-                # xdist's scope scheduler re-queues the crashed test with its unit, so a test that
-                # kills its process kills every replacement worker in turn (measured: 9 workers
-                # for one segfaulting test). Like ``--dist load``, report it once and go on.
-                workload = self.assigned_work.pop(node)
-                pending = [(scope, nid) for scope, unit in workload.items() for nid, done in unit.items() if not done]
-                if not pending:
-                    return None
-                scope, crashed = pending[0]
-                workload[scope][crashed] = True
-                self.workqueue.update({k: u for k, u in workload.items() if not all(u.values())})
-                for other in self.assigned_work:
-                    self._reschedule(other)
-                return crashed
-
-        return _FileOrTest(config, log)
+        return file_or_test_scheduling()(config, log)
     return None
+
+
+def file_or_test_scheduling() -> type:
+    """The scheduler class of ``pytest_xdist_make_scheduler`` (xdist imported here: it is optional)."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _FileOrTest(LoadScopeScheduling):
+        _ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if path.endswith(PER_TEST_FILES) else path
+
+        def _assign_work_unit(self, node) -> None:
+            # xdist queues scopes by test count, so the one-test scopes (the heaviest single
+            # tests: impl≡oracle's mirostat_v2 / typical, 2-7 min each at nightly) went last
+            # and one core finished alone; whole files go first, then the split files in
+            # PER_TEST_FILES order (heaviest first), so the queue ends on short tests.
+            if not self._ordered:
+                self._ordered = True
+                units = sorted(self.workqueue.items(), key=lambda kv: _queue_rank(kv[0]))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            try:
+                super()._assign_work_unit(node)
+            except OSError:
+                # The worker died (a test killed it) after reporting its previous test and
+                # before this send reached it: the unit stays assigned to it, and its node-down
+                # event, which follows, re-queues it (remove_node); xdist's own shutdown
+                # ignores a failed send the same way. Raised, it aborted the whole run.
+                pass
+
+        def schedule(self) -> None:
+            again = self.collection is not None  # a replacement for a crashed worker
+            super().schedule()
+            if again:
+                # xdist gives the newcomer one unit; a unit with one test left then waits for a
+                # next test (a worker runs an item once it knows the next one, or is told to
+                # stop) that no completion will trigger: with -n 1 the run hung. Fill it as
+                # xdist's start does, and tell it to stop when nothing is left.
+                for node in self.nodes:
+                    while not node.shutting_down and self._pending_of(self.assigned_work[node]) <= 2:
+                        if not self.workqueue:
+                            node.shutdown()
+                            break
+                        self._assign_work_unit(node)
+
+        def remove_node(self, node):
+            # xdist's scope scheduler re-queues the crashed test with its unit, so a test that
+            # kills its process kills every replacement worker in turn (measured: 9 workers
+            # for one segfaulting test). Like ``--dist load``, report it once and go on.
+            workload = self.assigned_work.pop(node)
+            pending = [(scope, nid) for scope, unit in workload.items() for nid, done in unit.items() if not done]
+            if not pending:
+                return None
+            scope, crashed = pending[0]
+            workload[scope][crashed] = True
+            self.workqueue.update({k: u for k, u in workload.items() if not all(u.values())})
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
+    return _FileOrTest
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

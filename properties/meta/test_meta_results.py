@@ -241,3 +241,36 @@ def test_a_test_that_kills_its_worker_fails_once_and_the_run_goes_on(tmp_path, w
     assert proc.stdout.count("node down") == 1, proc.stdout[-1500:]
     failed = [ln for ln in proc.stdout.splitlines() if ln.startswith("FAILED")]
     assert len(failed) == 1 and failed[0].startswith("FAILED test_a.py::test_crash - worker 'gw"), failed
+
+
+def test_a_worker_dead_before_its_next_unit_is_sent_loses_nothing():
+    """The race behind a nightly INTERNALERROR: a worker reports a test, then dies (the next test
+    it already held killed it) before the controller's send of its next unit; the send raises
+    OSError. The scheduler keeps going: the crashed test is reported once and every other test of
+    the dead worker, the unit that failed to send included, is queued again."""
+    from collections import OrderedDict
+
+    from xdist.remote import Producer
+
+    from properties.plugin import file_or_test_scheduling
+
+    class DeadWorker:
+        shutting_down = False
+
+        def send_runtest_some(self, indices):
+            raise OSError("cannot send (already closed?)")
+
+        def shutdown(self):
+            self.shutting_down = True
+
+    cls = file_or_test_scheduling()
+    sched = cls.__new__(cls)  # the state xdist's __init__ and collection would leave
+    node = DeadWorker()
+    ids = ["a.py::t1", "a.py::crash", "a.py::t3", "b.py::b1", "b.py::b2"]
+    sched.collection, sched.registered_collections, sched.log = ids, {node: ids}, Producer("test", enabled=False)
+    sched.assigned_work = {node: {"a.py": {"a.py::t1": False, "a.py::crash": False, "a.py::t3": False}}}
+    sched.workqueue = OrderedDict({"b.py": {"b.py::b1": False, "b.py::b2": False}})
+    sched.mark_test_complete(node, 0)  # t1 reported: b.py is sent to the dead worker and fails
+    assert sched.remove_node(node) == "a.py::crash"
+    assert dict(sched.workqueue) == {"a.py": {"a.py::t1": True, "a.py::crash": True, "a.py::t3": False},
+                                     "b.py": {"b.py::b1": False, "b.py::b2": False}}
