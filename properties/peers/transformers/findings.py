@@ -7,7 +7,9 @@ set from the GGUF except the one the entry is about, which keeps the loader's va
 every field set from the GGUF. It returns (the loader's value and the logits' largest distance
 from the oracle's with it, the GGUF's value and that distance with it), the distances rounded to
 two decimals: the first isolates the one field's effect, the second (0.0) shows it is the whole
-difference.
+difference. Two replays compare the same way on something else: gemma4's layer scales, a tensor the
+loader skips (``gguf_config.LOADER_SKIPS``: left at 1, then copied in), and gemma3n's Gaussian top-k
+(transformers' std divisor, then llama.cpp's, on the model ``own_loader`` reads).
 """
 from __future__ import annotations
 
@@ -57,19 +59,6 @@ def _logit_distance(arch: str, cfg: Any, restored: bool = True) -> float | str:
         logits = model.eval()(torch.tensor([runs.TOKENS])).logits[0].double().numpy()
     exact = runs.env(arch, WTYPE, ENGINE).exact.logits
     return round(float(abs(logits - exact).max()), 2)
-
-
-def _layer_scale_left_at_loader() -> tuple[dict, dict]:
-    from properties.models import runs
-    from properties.peers.transformers.gguf_config import corrected
-
-    peer()
-    model = runs.model("gemma4", WTYPE)
-    cfg, _ = corrected(runs.path("gemma4", WTYPE), model)
-    scales = [round(float(model.weight(f"blk.{i}.layer_output_scale.weight")[0]), 4) for i in range(model.hp.n_layer)]
-    key, gap = "layer_scalar", "max |dlogit| vs oracle"
-    return ({key: [1.0] * len(scales), gap: _logit_distance("gemma4", cfg, restored=False)},
-            {key: scales, gap: _logit_distance("gemma4", cfg)})
 
 
 def _field_left_at_loader(arch: str, field: str, show: Callable[[Any], Any] = lambda v: v,
@@ -133,8 +122,18 @@ def gemma4_final_softcap() -> tuple[dict, dict]:
 
 
 def gemma4_layer_scale() -> tuple[dict, dict]:
-    """blk.N.layer_output_scale.weight is not loaded: every layer_scalar stays 1."""
-    return _layer_scale_left_at_loader()
+    """blk.N.layer_output_scale.weight is not loaded: every layer_scalar stays 1 (the other
+    fields set from the GGUF, with and without the file's scales copied in)."""
+    from properties.models import runs
+    from properties.peers.transformers.gguf_config import corrected
+
+    peer()
+    model = runs.model("gemma4", WTYPE)
+    cfg, _ = corrected(runs.path("gemma4", WTYPE), model)
+    scales = [round(float(model.weight(f"blk.{i}.layer_output_scale.weight")[0]), 4) for i in range(model.hp.n_layer)]
+    key, gap = "layer_scalar", "max |dlogit| vs oracle"
+    return ({key: [1.0] * len(scales), gap: _logit_distance("gemma4", cfg, restored=False)},
+            {key: scales, gap: _logit_distance("gemma4", cfg)})
 
 
 def gemma4_shared_kv() -> tuple[dict, dict]:
@@ -174,7 +173,7 @@ def gemma3n_gaussian_topk_std() -> tuple[dict, dict]:
     def gap() -> float:
         with torch.no_grad():
             logits = model(torch.tensor([runs.TOKENS])).logits[0].double().numpy()
-        return round(float(abs(logits - exact).max()), 3)
+        return round(float(abs(logits - exact).max()), 2)
 
     key = "std divisor"
     own = {key: own_loader.STD_DIVISOR["transformers"], "max |dlogit| vs oracle": gap()}
