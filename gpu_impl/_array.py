@@ -60,6 +60,33 @@ def widen_exact(xp: ModuleType, a: Any) -> Any:
     return xp.where(tiny, sign * (bits & 0x7FFFFF).astype(xp.float64) * 2.0 ** -149, a.astype(xp.float64))
 
 
+def divide_rows(xp: ModuleType, x: Any, d: Any) -> Any:
+    """``x / d[:, None]`` rounded as IEEE float32 on both backends (``d``: float32 [batch], on the
+    host or on ``xp``). CuPy's division kernel flushes a subnormal divisor to 0, so a temperature
+    of 7e-45 gave ±inf for every logit and NaN (0 / 0) for a zero one; a subnormal d is divided as
+    d·2^24 (normal, exact from its bits) and the quotient multiplied back by 2^24: scaling by a
+    power of two commutes with the rounding wherever the quotient is normal, and overflows where
+    x / d does. NumPy divides as given."""
+    if not is_cupy(xp) or d.dtype != np.float32:
+        return x / d[:, None]
+    host = on_host(d)
+    dx = np if host else xp
+    magnitude = d.view(dx.int32) & 0x7FFFFFFF
+    tiny = (magnitude > 0) & (magnitude < 0x00800000)
+    if host and not bool(tiny.any()):
+        return x / xp.asarray(d)[:, None]
+    scale = dx.where(tiny, dx.float32(2.0 ** 24), dx.float32(1))
+    scaled = dx.where(tiny, (widen_exact(dx, d) * 2.0 ** 24).astype(dx.float32), d)
+    return x / xp.asarray(scaled)[:, None] * xp.asarray(scale)[:, None]
+
+
+def scaled_rows(xp: ModuleType, p: Any, m: Any) -> Any:
+    """``p[:, None]·m[:, None]`` in float64 (p and m float32 [batch], p on the host or on ``xp``):
+    the product of two float32 values, exact, so a threshold such as min_p·p_max is the same on
+    both backends; in float32 on CuPy a subnormal p, or a product below 2^-126, is 0 there."""
+    return (widen_exact(xp, xp.asarray(p)) * widen_exact(xp, m))[:, None]
+
+
 def on_device(xp: ModuleType, x: Any) -> bool:
     """Take the fused-kernel path (``gpu_impl.kernels``): CuPy rows of a shape the kernels take."""
     if not is_cupy(xp):

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import NEG_INF, above_zero, as_logits, on_host, param_xp, quiet, row_param
+from gpu_impl._array import NEG_INF, above_zero, as_logits, divide_rows, on_host, param_xp, quiet, row_param
 from gpu_impl._deferred import validated
 from gpu_impl.softmax import entropy_from_logits
 
@@ -16,10 +16,11 @@ def apply_temp(xp: ModuleType, x: Any, t: Any) -> Any:
     on the host the special cases are decided there; on the device both are always applied
     (each is exact where it does not apply), so that nothing is read back."""
     host = on_host(t)
-    td = xp.asarray(t)
-    pos = above_zero(xp, td)
+    tx = np if host else xp
+    pos = above_zero(tx, t)
     with quiet():
-        out = x / xp.where(pos, td, 1)[:, None]
+        out = divide_rows(xp, x, tx.where(pos, t, tx.float32(1)))
+    pos = xp.asarray(pos)
     if not host or not bool(np.isfinite(t).all()):
         # l / inf: finite logits go to 0, but -inf / inf is NaN and must stay excluded
         out = xp.where(x == NEG_INF, NEG_INF, out)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_impl._array import as_logits, quiet, require_candidates, row_param
+from gpu_impl._array import above_zero, as_logits, param_xp, quiet, require_candidates, row_param, widen_exact
 from gpu_impl.penalties import penalties
 
 U_LO, U_HI = 1e-7, 0.999
@@ -21,12 +21,21 @@ def candle_sample(logits: Any, t: Any, u: Any) -> Any:
     xp, x, row_max = as_logits(logits)
     require_candidates(xp, row_max, "candle_sample")
     B, V = x.shape
-    t = row_param(t, B, "t", xp)
+    tx = param_xp(xp, t)
+    t = row_param(t, B, "t", tx)
     uu = xp.asarray(u, dtype=xp.float64)
     if uu.shape != (B, V) or bool(((uu < 0) | (uu >= 1)).any()):
         raise ValueError(f"u must be uniforms in [0, 1) of shape {(B, V)}, got shape {tuple(uu.shape)}")
     big_u = (U_LO + uu * (U_HI - U_LO)).astype(xp.float32)
     with quiet():
         g = -xp.log(-xp.log(big_u))
-    noisy = xp.where(t[:, None] == 1, x + g, x + g * t[:, None])
-    return xp.where(t > 0, xp.argmax(noisy, axis=1), xp.argmax(x, axis=1)).astype(xp.int64)
+    wide = widen_exact(tx, t)
+    if bool(((wide != 0) & (abs(wide) < 2.0 ** -126)).any()):
+        # a subnormal T: CuPy's float32 kernels flush it (T·g = 0, T > 0 false), so the race runs
+        # in float64 on both backends; T·g still breaks ties among the maximal logits, as candle's
+        # float32 arithmetic on the CPU (no flush) does
+        noisy = x.astype(xp.float64) + g.astype(xp.float64) * xp.asarray(wide)[:, None]
+    else:
+        tt = xp.asarray(t)[:, None]
+        noisy = xp.where(tt == 1, x + g, x + g * tt)
+    return xp.where(xp.asarray(above_zero(tx, t)), xp.argmax(noisy, axis=1), xp.argmax(x, axis=1)).astype(xp.int64)

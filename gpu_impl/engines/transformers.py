@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from gpu_impl._array import NEG_INF, as_logits, drop, nonneg, on_rows, quiet, row_param
+from gpu_impl._array import (NEG_INF, above_zero, as_logits, divide_rows, drop, nonneg, on_rows, param_xp, quiet,
+                             row_param, scaled_rows, widen_exact)
 from gpu_impl._order import first_reach, nth_largest
 from gpu_impl.engines._common import first_n_ascending, history_counts
 from gpu_impl.softmax import entropy_from_logits, exp_shifted, row_softmax
@@ -27,10 +28,11 @@ def _min_keep(xp, value, B) -> Any:
 def hf_temperature(logits: Any, t: Any) -> Any:
     """``l / t``; any t <= 0 raises (transformers has no sampling at t <= 0)."""
     xp, x, _ = as_logits(logits)
-    t = row_param(t, x.shape[0], "t", xp)
-    if bool((t <= 0).any()):
+    tx = param_xp(xp, t)
+    t = row_param(t, x.shape[0], "t", tx)
+    if not bool(above_zero(tx, t).all()):  # exact for a subnormal t on CuPy too (``above_zero``)
         raise ValueError(f"temperature must be > 0 in transformers (greedy is do_sample=False), got {t.tolist()}")
-    return x / t[:, None]
+    return divide_rows(xp, x, t)
 
 
 def hf_top_k(logits: Any, k: Any, min_keep: Any = 1) -> Any:
@@ -72,12 +74,14 @@ def hf_min_p(logits: Any, p: Any, min_keep: Any = 1) -> Any:
     """Drop probs < p·p_max (equality kept); the min_keep largest always stay."""
     xp, x, row_max = as_logits(logits)
     B, V = x.shape
-    p = row_param(p, B, "p", xp)
-    if bool(((p < 0) | (p > 1)).any()):
+    px = param_xp(xp, p)
+    p = row_param(p, B, "p", px)
+    wide = widen_exact(px, p)  # decided in float64: CuPy's kernels flush a float32 subnormal to 0
+    if bool(((wide < 0) | (wide > 1)).any()):
         raise ValueError(f"parameter p must lie in [0, 1] (transformers' min_p), got {p.tolist()}")
     mk = xp.minimum(_min_keep(xp, min_keep, B), V)
     probs = row_softmax(xp, x, row_max)
-    remove = probs < (p[:, None] * probs.max(axis=1, keepdims=True))
+    remove = probs < scaled_rows(xp, p, probs.max(axis=1))
     top = first_n_ascending(xp, -x, xp.sort(-x, axis=1), mk)  # descending, lower ids first
     return drop(xp, x, remove & ~top)
 
@@ -114,6 +118,8 @@ def _in_open_unit(v: Any) -> bool:
 
 
 def _cut_unless_top(xp, x, row_max, cut, mk) -> Any:
+    """Drop probabilities below ``cut`` (float64 [batch]: a float32 subnormal cut compares as 0
+    in CuPy's kernels) but the ``mk`` largest logits."""
     probs = row_softmax(xp, x, row_max)
     kth = nth_largest(xp, x, xp.minimum(mk, x.shape[1]))
     return drop(xp, x, (probs < cut[:, None]) & (x < kth[:, None]))
@@ -125,7 +131,7 @@ def hf_epsilon(logits: Any, eps: Any, min_keep: Any = 1) -> Any:
     eps = row_param(eps, B, "eps", xp, dtype=np.float64)  # float64: see ``_in_open_unit``
     if not _in_open_unit(eps):
         raise ValueError(f"parameter eps must lie in (0, 1) (transformers' epsilon_cutoff), got {eps.tolist()}")
-    return _cut_unless_top(xp, x, row_max, eps.astype(xp.float32), _min_keep(xp, min_keep, B))
+    return _cut_unless_top(xp, x, row_max, eps, _min_keep(xp, min_keep, B))
 
 
 def hf_eta(logits: Any, eps: Any, min_keep: Any = 1) -> Any:
@@ -136,8 +142,8 @@ def hf_eta(logits: Any, eps: Any, min_keep: Any = 1) -> Any:
     if not _in_open_unit(eps):
         raise ValueError(f"parameter eps must lie in (0, 1) (transformers' eta_cutoff), got {eps.tolist()}")
     h, _, _ = entropy_from_logits(xp, x, row_max)
-    eps = eps.astype(xp.float32)  # transformers' arithmetic is float32
-    cut = xp.minimum(eps, xp.sqrt(eps) * xp.exp(-h))
+    # float64 (transformers' is float32): sqrt(eps) of a subnormal eps is 0 in CuPy's float32 kernels
+    cut = xp.minimum(eps, xp.sqrt(eps) * xp.exp(-widen_exact(xp, h)))
     return _cut_unless_top(xp, x, row_max, cut, _min_keep(xp, min_keep, B))
 
 
@@ -145,12 +151,12 @@ def hf_repetition_penalty(logits: Any, history: Any, penalty: Any) -> Any:
     """Every id in ``history`` (prompt + output, -1 padding, no window), once: l < 0 ? l·r : l/r."""
     xp, x, _ = as_logits(logits)
     B, V = x.shape
-    r = row_param(penalty, B, "penalty", xp)
-    if bool((r <= 0).any()):
+    rx = param_xp(xp, penalty)
+    r = row_param(penalty, B, "penalty", rx)
+    if not bool(above_zero(rx, r).all()):  # exact for a subnormal penalty on CuPy too
         raise ValueError(f"parameter penalty must be > 0, got {r.tolist()}")
     seen = history_counts(xp, history, B, V) > 0
-    rr = r[:, None]
-    return xp.where(seen, xp.where(x < 0, x * rr, x / rr), x)
+    return xp.where(seen, xp.where(x < 0, x * xp.asarray(r)[:, None], divide_rows(xp, x, r)), x)
 
 
 def hf_chain(logits: Any, history: Any, repetition_penalty: Any, t: Any, top_k: Any, top_p: Any, min_p: Any,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from gpu_impl._array import NEG_INF, as_logits, drop, on_rows, quiet, require_candidates, row_param, unit_param
+from gpu_impl._array import (NEG_INF, above_zero, as_logits, drop, on_rows, param_xp, quiet, require_candidates,
+                             row_param, scaled_rows, unit_param)
 from gpu_impl._order import nth_largest
 from gpu_impl.engines._common import history_counts
 from gpu_impl.engines.transformers import _top_p_rows
@@ -32,10 +33,12 @@ def vllm_penalties(logits: Any, prompt: Any, output: Any, repetition: Any, frequ
 
 def vllm_min_p(logits: Any, p: Any) -> Any:
     xp, x, row_max = as_logits(logits)
-    p = row_param(p, x.shape[0], "p", xp)
+    px = param_xp(xp, p)
+    p = row_param(p, x.shape[0], "p", px)
     probs = row_softmax(xp, x, row_max)
-    return on_rows(xp, x, p > 0, lambda sub, sel: drop(xp, sub, probs[sel] < p[sel][:, None] *
-                                                        probs[sel].max(axis=1, keepdims=True)))
+    # decided and multiplied in float64: CuPy's float32 kernels flush a subnormal p (or p·p_max) to 0
+    return on_rows(xp, x, above_zero(px, p), lambda sub, sel: drop(
+        xp, sub, probs[sel] < scaled_rows(xp, xp.asarray(p)[sel], probs[sel].max(axis=1))))
 
 
 def vllm_top_k_top_p(logits: Any, k: Any, p: Any) -> Any:
