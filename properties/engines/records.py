@@ -33,7 +33,7 @@ from properties.engines.selections import Gumbel, Race, gumbel_legal, race_legal
 from properties.samplers.checks import KEPT_AS_GIVEN
 from properties.samplers.record import Params, SamplerRecord
 from properties.samplers.records import _dict, _logit_key, _prob
-from properties.samplers.windows import exact_masses, typical_key, typical_order
+from properties.samplers.windows import exact_masses, quotient_bound, typical_key, typical_order
 from properties.numerics import F32_TINY, U32, entropy_bound, exp_u, mass_bound, softmax_model
 from properties.samplers.strategies import per_row
 
@@ -173,14 +173,16 @@ def _hf_records() -> list[SamplerRecord]:
     return [
         hf("temperature", "transform", lambda b, v: _dict(t=per_row(_prob((1.0, 0.8, 2.0), 0.05, 4.0), b)),
            lambda i, x, p: engines_impl(i)("hf_temperature", x, p["t"]), lambda p: False,
-           lambda r, p: o_hf.temperature(r, p["t"]), transform_bound_u=lambda r, p: np.full(r.size, 2.0),
-           allowance="2 u per logit: t rounded to fp32, one rounding of l / t"),
+           lambda r, p: o_hf.temperature(r, p["t"]), transform_bound_u=quotient_bound,
+           allowance="the contract's quotient per logit (default 5 u: t rounded to fp32, a -prec-div=false "
+                     "division within 2 ulp; strict 2 u)"),
         hf("repetition_penalty", "transform",
            lambda b, v: _dict(history=_history(b, v), r=per_row(_prob((1.0, 1.1, 0.5), 0.2, 3.0), b)),
            lambda i, x, p: engines_impl(i)("hf_repetition_penalty", x, p["history"], p["r"]),
            lambda p: False, lambda r, p: o_hf.repetition_penalty(r, _ids(p["history"]), p["r"]),
-           transform_bound_u=lambda r, p: np.full(r.size, 2.0),
-           allowance="2 u per logit: r rounded to fp32, one rounding of l·r or l/r; prompt + output, no window"),
+           transform_bound_u=quotient_bound,
+           allowance="the contract's quotient per logit (default 5 u: r rounded to fp32, l·r or a -prec-div=false "
+                     "l / r; strict 2 u); prompt + output, no window"),
         hf("top_k", "filter",
            lambda b, v: _dict(k=per_row(st.one_of(st.sampled_from([1, 2, 40, v]), st.integers(1, max(v, 1))), b, np.int64),
                               min_keep=_mk(b)),
@@ -294,8 +296,9 @@ def _candle_records() -> list[SamplerRecord]:
             params=lambda b, v: _dict(history=_history(b, v), r=per_row(_prob((1.0, 1.1, 0.5), 0.2, 3.0), b),
                                       last_n=per_row(st.sampled_from([0, 1, 3, 64]), b, np.int64)),
             impl=lambda i, x, p: engines_impl(i)("candle_repeat_penalty", x, p["history"], p["r"], p["last_n"]),
-            transform_bound_u=lambda r, p: np.full(r.size, 2.0), tags=_tags("engine:candle", "transform"),
-            allowance="2 u per logit: r rounded to fp32, one rounding of l·r or l/r; the last last_n ids of the "
+            transform_bound_u=quotient_bound, tags=_tags("engine:candle", "transform"),
+            allowance="the contract's quotient per logit (default 5 u, strict 2 u: r rounded to fp32, l·r or l / r); "
+                      "the last last_n ids of the "
                       "history (padding -1 left out), 0 = no window"),
         SamplerRecord(
             name="candle.gumbel", kind="select", impl_name="candle_sample",

@@ -48,6 +48,13 @@ class Contract:
     """NaN / +inf logits, wrong dtypes and empty rows must raise ValueError."""
     exp: tuple[ExpForm, ...] = EXP_FORMS
     """Formulations of e^d accepted (default: fast-math intrinsics too; strict: accurate ones)."""
+    quotient_u: float = 5.0
+    """Relative error in u of a logit divided (or multiplied) by a parameter given in float64
+    (l / t, l / r): the parameter rounded to float32 (1) and the quotient. Default (5): CUDA's
+    division under ``-prec-div=false`` (``-use_fast_math``, as ggml-CUDA builds) is documented
+    within 2 ulp of the float32 quotient (the programming guide's table of maximum ulp errors),
+    4 u, and covers l·fl(1/t) (2) and an IEEE division (1). Strict (2): one IEEE rounding, or
+    l·fl(1/t) of a float32 t."""
     batch_invariant: bool = False
     """Every op's rows must be bitwise equal whatever the batch size and row order."""
     batch_invariant_ops: frozenset[str] = frozenset()
@@ -95,7 +102,7 @@ BATCH_CLAIM = "batch_invariant"
 DIST_CDF_DEFAULT = (SEQUENTIAL, BLOCKED, PAIRWISE, COMPENSATED, WIDE)
 DIST_CDF_STRICT = (WIDE,)
 DEFAULT = Contract("default", ALL_ORDERS, DIST_CDF_DEFAULT, False, False, EXP_FORMS)
-STRICT = Contract("strict", TREE_ORDERS, DIST_CDF_STRICT, True, True, (EXPF,))
+STRICT = Contract("strict", TREE_ORDERS, DIST_CDF_STRICT, True, True, (EXPF,), quotient_u=2.0)
 BATCH_INVARIANT = replace(DEFAULT, name="batch_invariant", batch_invariant=True)
 CONTRACTS = {c.name: c for c in (DEFAULT, STRICT, BATCH_INVARIANT)}
 _ACTIVE = [DEFAULT]
@@ -127,6 +134,11 @@ def active_contract() -> Contract:
 def exp_u(d: Any, c: Contract | None = None) -> Any:
     """Relative error in u of an accepted exp at the float32 argument d (``Contract.exp_u``)."""
     return (c or _ACTIVE[0]).exp_u(d)
+
+
+def quotient_u(c: Contract | None = None) -> float:
+    """Relative error in u of l / t accepted by the contract (``Contract.quotient_u``)."""
+    return (c or _ACTIVE[0]).quotient_u
 
 
 def strict_only(failed_default: bool, failed_active: bool, c: Contract) -> str:

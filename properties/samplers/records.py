@@ -244,8 +244,10 @@ RECORDS: list[SamplerRecord] = [
         name="temp", kind="transform", impl_name="temp", build=lambda p, v: s.temp(p["t"]),
         params=lambda b, v: _dict(t=per_row(_prob((1.0, 0.0, -1.0, 0.8, 0.1, 2.0), 0.05, 4.0), b)),
         impl=lambda impl, x, p: impl("temp", x, p["t"]),
-        transform_bound_u=lambda row, p: np.full(row.size, 2.0), noop=({"t": 1.0},),
-        allowance="2 u per logit (l·(1/t) is two roundings); t <= 0 masks exactly", corner=lambda v: {"t": 0.7},
+        transform_bound_u=w.quotient_bound, noop=({"t": 1.0},),
+        allowance="the contract's quotient per logit: 5 u by default (t rounded to fp32, CUDA's -prec-div=false "
+                  "division within 2 ulp), strict 2 u (l / t or l·(1/t) rounded); t <= 0 masks exactly",
+        corner=lambda v: {"t": 0.7},
         chain=ChainRole(lambda v: _dict(t=st.sampled_from([0.25, 0.5, 1.0, 2.0, 4.0])), default=True, position=9),
         order=OrderRole(lambda exact: {"t": _order_temps(exact)}, lambda p, v: {"t": p["t"]}),
         llama=LlamaRole("temp", lambda v: _dict(t=f32(0.05, 4.0, 1.0, 0.0, -1.0, 0.8)), lambda p, v: peer.temp(p["t"]),

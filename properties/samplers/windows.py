@@ -161,15 +161,23 @@ def typical_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
     return np.where(model.finite, key, -np.inf), eps
 
 
+def quotient_bound(row: np.ndarray, params: Params) -> np.ndarray:
+    """l / t (or l·r, l / r) per logit: the parameter's rounding to float32 and the division the
+    contract accepts (``numerics.quotient_u``: default 5 u, CUDA's -prec-div=false division
+    within 2 ulp; strict 2 u)."""
+    return np.full(row.size, nm.quotient_u())
+
+
 def temp_ext_bound(row: np.ndarray, params: Params) -> np.ndarray:
     """Relative error (u) of temp_ext's l / T, T = T_lo + (T_hi - T_lo)·x^e, x = H / ln n, from
     the float32 entropy: x within the entropy's bound (+ the division and logf(n)), x^e over that
     interval (not e·x^(e-1)·dx, unbounded as x -> 0: a near one-hot row whose top p^ rounds to 1
-    loses its -p ln p term, ~u, a large part of an H of ~1e-7), powf, the affine map, the division.
+    loses its -p ln p term, ~u, a large part of an H of ~1e-7), powf, the affine map, the division
+    (the contract's quotient, ``quotient_bound``).
     A T that may reach 0 is the argmax-or-divide ambiguity: no bound."""
     t, delta, e = float(params["t"]), float(params["delta"]), float(params["exponent"])
-    if delta <= 0 or row.size <= 1:  # plain l / t (or untouched): a division, or l·fl(1/t): (1 + u)^2 - 1
-        return np.full(row.size, 2 + U32)
+    if delta <= 0 or row.size <= 1:  # plain l / t (or untouched): the contract's quotient
+        return quotient_bound(row, params) + U32
     m = nm.softmax_model(row)
     with np.errstate(divide="ignore", invalid="ignore"):
         h = float(-np.where(m.p > 0, m.p * np.log(m.p), 0.0).sum())
@@ -184,7 +192,7 @@ def temp_ext_bound(row: np.ndarray, params: Params) -> np.ndarray:
     d_temp = span * dxe + 3 * U32 * (t_lo + 2 * span * xe + t_hi)
     if temp - d_temp <= 0:
         return np.full(row.size, np.inf)
-    return np.full(row.size, 2 + U32 + d_temp / ((temp - d_temp) * U32))
+    return quotient_bound(row, params) + U32 + d_temp / ((temp - d_temp) * U32)
 
 
 def dist_legal(row: np.ndarray, params: Params) -> np.ndarray:

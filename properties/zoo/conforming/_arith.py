@@ -205,6 +205,24 @@ def fast_exp(d: np.ndarray) -> np.ndarray:
         return np.where(np.abs(r) < np.finfo(F32).tiny, F32(0), r).astype(F32)
 
 
+def fast_divide(x: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """x / t as ``-prec-div=false`` (nvcc ``-use_fast_math``) may give it: the float32 farthest
+    from the exact quotient, away from zero, within the documented 2 ulp of it (the CUDA
+    programming guide's maximum ulp errors); a power-of-two t divides exactly (its reciprocal is
+    exact), and ±inf, 0 and subnormal quotients are the IEEE ones, flushed."""
+    x, t = np.asarray(x, F32), np.asarray(t, F32)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        q = x.astype(np.float64) / t.astype(np.float64)
+        r = q.astype(F32)
+    moved = np.isfinite(r) & (np.abs(r) >= np.finfo(F32).tiny) & (np.frexp(t)[0] != 0.5)
+    with np.errstate(invalid="ignore"):  # -inf rows: inf - inf, never taken
+        for _ in range(3):  # at most two steps stay within 2 ulp of q
+            away = np.nextafter(r, np.copysign(F32(np.inf), r))
+            ulp = np.abs(away.astype(np.float64) - r.astype(np.float64))
+            r = np.where(moved & np.isfinite(away) & (np.abs(away.astype(np.float64) - q) <= 2 * ulp), away, r)
+    return np.where(np.abs(r) < np.finfo(F32).tiny, F32(0), r).astype(F32)
+
+
 @dataclass(frozen=True)
 class Arith:
     """One engine's arithmetic: how it sums, how it scans, how it normalises."""
@@ -224,6 +242,13 @@ class Arith:
         """expf of a float32 argument (NumPy's vectorised float32 exp, within an ulp or two), or
         the fast-math intrinsic."""
         return fast_exp(d) if self.fast_math else np.exp(d)
+
+    def divide(self, x: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """x / t: IEEE, or -prec-div=false's 2-ulp division under fast math."""
+        if self.fast_math:
+            return fast_divide(x, t)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            return (np.asarray(x, F32) / np.asarray(t, F32)).astype(F32)
 
     def normalise(self, e: np.ndarray, s: np.ndarray) -> np.ndarray:
         safe = np.where(s > 0, s, F32(1))

@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+import gpu_impl
 from gpu_impl._array import as_logits, nonneg, row_param, unit_param
 from properties.zoo.conforming._arith import F32, Arith, online_sum_exp
 
@@ -193,10 +194,26 @@ def make_dist(ar: Arith, ch: Choices) -> Callable[..., np.ndarray]:
     return dist
 
 
+def make_temp(ar: Arith) -> Callable[..., np.ndarray]:
+    """l / t by the engine's division on the rows with t > 0 (t == 1 and t <= 0 as gpu_impl:
+    an exact no-op, the argmax kept)."""
+    def temp(logits: Any, t: Any) -> np.ndarray:
+        out = np.array(gpu_impl.temp(logits, t), dtype=F32)  # validation, t <= 0 and t == 1
+        x = np.asarray(logits, dtype=F32)
+        tt = np.broadcast_to(np.asarray(t, dtype=F32), (x.shape[0],))
+        rows = (tt > 0) & np.isfinite(tt) & (tt != 1)
+        out[rows] = ar.divide(x[rows], tt[rows, None])
+        return out
+    return temp
+
+
 def sampler_functions(ar: Arith, ch: Choices, *, min_p_on_probs: bool = False) -> dict[str, Callable]:
-    """The replaced functions of one conforming engine, by gpu_impl name."""
+    """The replaced functions of one conforming engine, by gpu_impl name (temp only where its
+    division is not IEEE's)."""
     out = {"softmax": make_softmax(ar, ch), "top_k": make_top_k(ch), "top_p": make_top_p(ar, ch),
            "typical": make_typical(ar, ch), "dist": make_dist(ar, ch)}
+    if ar.fast_math:
+        out["temp"] = make_temp(ar)
     if min_p_on_probs:
         out["min_p"] = make_min_p_on_probs(ar, ch)
     return out
