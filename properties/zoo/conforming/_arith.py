@@ -243,13 +243,6 @@ class Arith:
         the fast-math intrinsic."""
         return fast_exp(d) if self.fast_math else np.exp(d)
 
-    def divide(self, x: np.ndarray, t: np.ndarray) -> np.ndarray:
-        """x / t: IEEE, or -prec-div=false's 2-ulp division under fast math."""
-        if self.fast_math:
-            return fast_divide(x, t)
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            return (np.asarray(x, F32) / np.asarray(t, F32)).astype(F32)
-
     def normalise(self, e: np.ndarray, s: np.ndarray) -> np.ndarray:
         safe = np.where(s > 0, s, F32(1))
         if self.reciprocal:
