@@ -32,7 +32,8 @@ def hf_temperature(logits: Any, t: Any) -> Any:
     t = row_param(t, x.shape[0], "t", tx)
     if not bool(above_zero(tx, t).all()):  # exact for a subnormal t on CuPy too (``above_zero``)
         raise ValueError(f"temperature must be > 0 in transformers (greedy is do_sample=False), got {t.tolist()}")
-    return divide_rows(xp, x, t)
+    with quiet():  # a small t overflows to ±inf, as in torch
+        return divide_rows(xp, x, t)
 
 
 def hf_top_k(logits: Any, k: Any, min_keep: Any = 1) -> Any:
@@ -156,7 +157,8 @@ def hf_repetition_penalty(logits: Any, history: Any, penalty: Any) -> Any:
     if not bool(above_zero(rx, r).all()):  # exact for a subnormal penalty on CuPy too
         raise ValueError(f"parameter penalty must be > 0, got {r.tolist()}")
     seen = history_counts(xp, history, B, V) > 0
-    return xp.where(seen, xp.where(x < 0, x * xp.asarray(r)[:, None], divide_rows(xp, x, r)), x)
+    with quiet():  # a small r overflows l / r to inf, as in torch
+        return xp.where(seen, xp.where(x < 0, x * xp.asarray(r)[:, None], divide_rows(xp, x, r)), x)
 
 
 def hf_chain(logits: Any, history: Any, repetition_penalty: Any, t: Any, top_k: Any, top_p: Any, min_p: Any,
