@@ -139,4 +139,5 @@ def logit_bias(logits: Any, bias: Any) -> Any:
     bad = ~(b < np.inf)  # NaN and +inf (also a float64 bias that overflows float32)
     check(bad, lambda: f"bias contains NaN or +inf (rows {xp.nonzero(bad.reshape(-1, V).any(axis=1))[0].tolist()} "
                        "of the bias)")
-    return x + b
+    with quiet():  # -inf + inf only where the deferred check above refuses the bias
+        return x + b

@@ -5,6 +5,7 @@ a check registered before any other failure wins over it. On CuPy that one read 
 one device -> host copy; the sync points left on the device path are listed in docs/gpu.md."""
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -310,3 +311,30 @@ def test_device_chain_and_dist_orchestration(fused: bool, fake_kernels: None, re
     huge = np.full((B, V), 3e38, np.float32)  # t = 0.8 overflows every kept logit to +inf
     with pytest.raises(ValueError, match=r"logits rows \[0, 1, 2\] contain NaN or \+inf"):
         _device_call(huge, u.view(Device), fused)
+
+
+POSINF = ROWS.copy()
+POSINF[2, 5] = np.inf
+
+
+@pytest.mark.parametrize("bad", [NAN, POSINF, EMPTY], ids=["nan", "posinf", "all_neginf"])
+@pytest.mark.parametrize("name", list(CALLS))
+def test_a_refusal_warns_nothing(name: str, bad: np.ndarray) -> None:
+    """The computation that runs on invalid data until the flags are read raises no NumPy
+    warning: the caller sees the ValueError alone (or, for a row the call accepts, its result)."""
+    with warnings.catch_warnings(record=True) as caught:  # recorded: raised, a warning would
+        warnings.simplefilter("always")                  # become the flag's ValueError
+        try:
+            CALLS[name](bad.copy())
+        except ValueError:
+            pass
+    assert not caught, [str(w.message) for w in caught]
+
+
+def test_a_refused_bias_warns_nothing() -> None:
+    """A +inf bias on a -inf logit: refused, and the sum computed meanwhile warns nothing."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="bias contains NaN or"):
+            gpu_impl.logit_bias(EMPTY, np.full(V, np.inf, np.float32))  # -inf + inf on row 0
+    assert not caught, [str(w.message) for w in caught]

@@ -2,7 +2,7 @@
 
 Softmax is judged in two parts (``measure.check_softmax``, from ``softmax_model`` here): the ratios p_i / p_max against
 exp(l_i - l_max), which no summation order touches (u·(|l_i - l_max| + exp_u + 2): the rounded argument,
-expf's 4 u, two divisions), and the normaliser Σp - 1 against the contract's sum model.
+expf's 4 u, two divisions), and the normaliser Σp - 1 against the contract's sum and quotient models.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .contracts import Contract, exp_u
+from .contracts import Contract, exp_u, quotient_u
 from .nonnegative_sums import sum_bound
 from .units import FTZ_FLOOR, U32
 
@@ -36,8 +36,14 @@ class SoftmaxModel:
 
 def softmax_model(row64: np.ndarray, c: Contract | None = None) -> SoftmaxModel:
     """p, and θ: |Σp^ - 1| <= sum_bound(e)/S (the order) + 2u·Σp(|d| + exp_u(d)) (an engine may
-    compute e twice: once for the normaliser, once for the output, as online softmax does) + 2u
-    (the divisions) + n·2^-126/… (outputs flushed to zero)."""
+    compute e twice: once for the normaliser, once for the output, as online softmax does) + the
+    contract's quotient (``quotient_u``: e / S, or e·r with r the contract's 1 / S, whose error
+    every p^_i shares) + n·2^-126/… (outputs flushed to zero).
+
+    The elementwise part keeps 2 u for the division: the divisor is one S per row, and the
+    divisions engines run (IEEE, x·rcp(S), CUDA's div.approx / div.full, which scale by an
+    approximate reciprocal of S) put S's error in a factor common to the row, so that the ratio
+    p_i / p_max sees each quotient's own rounding only."""
     finite = np.isfinite(row64)
     if not finite.any():
         z = np.zeros(row64.size)
@@ -47,7 +53,7 @@ def softmax_model(row64: np.ndarray, c: Contract | None = None) -> SoftmaxModel:
     s = e.sum()
     p = e / s
     arg_exp = np.abs(d) + exp_u(d, c)
-    theta = (sum_bound(e, c) / s + 2 * U32 * float((p * arg_exp).sum()) + 2 * U32
+    theta = (sum_bound(e, c) / s + 2 * U32 * float((p * arg_exp).sum()) + quotient_u(c) * U32
              + int(finite.sum()) * FTZ_FLOOR)
     return SoftmaxModel(p, d, finite, float(theta), arg_exp + 2)
 

@@ -64,10 +64,11 @@ def _softmax_terms(case: OpCase):
 
 def softmax_model(case: OpCase, exact: np.ndarray):
     """p_i: relative (2|z_i - m| + rounded-argument terms + exp) + the same averaged over the
-    row + the normaliser sum's depth + 2 for the division."""
+    row + the normaliser sum's depth + the contract's quotient for e_i / S or e_i·(1 / S)
+    (``numerics.quotient_u``: 5 by default, CUDA's -prec-div=false; 2 strict)."""
     p, d, E, Ebar, n, _ = _softmax_terms(case)
     ax = case.params.get("axis", -1)
-    return np.moveaxis(p, -1, ax), np.moveaxis(E + Ebar + _depth(n) + 2, -1, ax)
+    return np.moveaxis(p, -1, ax), np.moveaxis(E + Ebar + _depth(n) + numerics.quotient_u(), -1, ax)
 
 
 def log_softmax_model(case: OpCase, exact: np.ndarray):
@@ -86,7 +87,8 @@ def log_softmax_model(case: OpCase, exact: np.ndarray):
 
 def rms_norm_model(case: OpCase, exact: np.ndarray):
     """Relative to |x_i|·|w_i|/rms: (depth(n) + 3)/2 from the sum of squares under the square root,
-    plus 12 for the row scaling, hypot, division and weight (and 1 + w)."""
+    plus 12 for the row scaling, hypot, division and weight (and 1 + w): CUDA's rsqrtf (2 ulp, 4 u)
+    or 1.0f / sqrtf (the contract's ``quotient_u`` with sqrtf's own rounding) and two products."""
     x = _f64(case.arrays["x"])
     n = x.shape[-1]
     r = np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + case.params["eps"])
@@ -148,7 +150,9 @@ def attention_model(case: OpCase, exact: np.ndarray, dq: np.ndarray | None = Non
     """Per output (t, h, d), relative to sum_j p_j |v_jd|: each score carries (Dk + 2)·scale·
     sum|q||k| (the dot and the scaling; plus RoPE's input errors dq, dk in u when given), softcap
     adds 6|s'|; exp adds 2|s_j - m| + 4; the normaliser adds the p-weighted mean of those plus
-    the n-term sum, and the weighted sum of values another n terms."""
+    the n-term sum, and the weighted sum of values another n terms; the final out / S (or
+    out·(1 / S)) the contract's quotient (``numerics.quotient_u``) and 2 for the running
+    rescale's products."""
     from oracle.ops.attention import visibility
 
     a = case.arrays
@@ -177,7 +181,7 @@ def attention_model(case: OpCase, exact: np.ndarray, dq: np.ndarray | None = Non
     num = np.einsum("htj,jhd->htd", prob * E, np.abs(vv))
     n = vis.sum(axis=1)[None, :, None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        bound = np.where(den > 0, num / den, 0.0) + Ebar + 2 * (_depth(n) + 1) + 4
+        bound = np.where(den > 0, num / den, 0.0) + Ebar + 2 * (_depth(n) + 1) + 2 + numerics.quotient_u()
     return den.transpose(1, 0, 2), bound.transpose(1, 0, 2)
 
 

@@ -21,7 +21,8 @@ the project's calibration notes, design/calibration.md §2, for their error mode
 
 ``fast_exp`` is CUDA's fast-math exponential (``__expf``, FlashInfer's ``ptx_exp2`` path):
 ex2.approx of the float32 product fl(d·fl(log2 e)), the approximation's own error played as one
-ulp up or down, and results below the normal range flushed to zero (.ftz).
+ulp up or down (none at an integer power, where the hardware's table is exact: __expf(0) = 1), and
+results below the normal range flushed to zero (.ftz).
 """
 from __future__ import annotations
 
@@ -195,14 +196,29 @@ LOG2E_F32 = F32(1.4426950408889634)
 def fast_exp(d: np.ndarray) -> np.ndarray:
     """__expf(d) = ex2.approx.ftz(fl(d·fl(log2 e))): the product rounded to float32, 2^t rounded,
     then one ulp away from the correctly rounded value (towards +inf where t's last mantissa bit
-    is set, towards 0 elsewhere: ex2.approx's documented error is up to 2 ulp, this uses one), and
-    subnormal results flushed to zero."""
+    is set, towards 0 elsewhere: ex2.approx's documented error is up to 2 ulp, this uses one)
+    unless t is an integer, and subnormal results flushed to zero."""
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         t = (np.asarray(d, dtype=F32) * LOG2E_F32).astype(F32)
         r = np.exp2(t.astype(np.float64)).astype(F32)
         up = (t.view(np.uint32) & 1).astype(bool)
-        r = np.where(np.isfinite(r) & (r > 0), np.nextafter(r, np.where(up, F32(np.inf), F32(0))), r).astype(F32)
+        moved = np.isfinite(r) & (r > 0) & (t != np.floor(t))  # 2^integer is a table entry: exact
+        r = np.where(moved, np.nextafter(r, np.where(up, F32(np.inf), F32(0))), r).astype(F32)
         return np.where(np.abs(r) < np.finfo(F32).tiny, F32(0), r).astype(F32)
+
+
+def _two_ulp_away(q: np.ndarray, movable: np.ndarray) -> np.ndarray:
+    """The float32 farthest from the float64 ``q``, away from zero, within 2 ulp of it (where
+    ``movable``; elsewhere q rounded), subnormal results flushed: a result at the worst of a
+    2-ulp intrinsic's documented error."""
+    r = np.asarray(q, np.float64).astype(F32)
+    moved = movable & np.isfinite(r) & (np.abs(r) >= np.finfo(F32).tiny)
+    with np.errstate(invalid="ignore"):  # -inf rows: inf - inf, never taken
+        for _ in range(3):  # at most two steps stay within 2 ulp of q
+            away = np.nextafter(r, np.copysign(F32(np.inf), r))
+            ulp = np.abs(away.astype(np.float64) - r.astype(np.float64))
+            r = np.where(moved & np.isfinite(away) & (np.abs(away.astype(np.float64) - q) <= 2 * ulp), away, r)
+    return np.where(np.abs(r) < np.finfo(F32).tiny, F32(0), r).astype(F32)
 
 
 def fast_divide(x: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -213,14 +229,17 @@ def fast_divide(x: np.ndarray, t: np.ndarray) -> np.ndarray:
     x, t = np.asarray(x, F32), np.asarray(t, F32)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         q = x.astype(np.float64) / t.astype(np.float64)
-        r = q.astype(F32)
-    moved = np.isfinite(r) & (np.abs(r) >= np.finfo(F32).tiny) & (np.frexp(t)[0] != 0.5)
-    with np.errstate(invalid="ignore"):  # -inf rows: inf - inf, never taken
-        for _ in range(3):  # at most two steps stay within 2 ulp of q
-            away = np.nextafter(r, np.copysign(F32(np.inf), r))
-            ulp = np.abs(away.astype(np.float64) - r.astype(np.float64))
-            r = np.where(moved & np.isfinite(away) & (np.abs(away.astype(np.float64) - q) <= 2 * ulp), away, r)
-    return np.where(np.abs(r) < np.finfo(F32).tiny, F32(0), r).astype(F32)
+    return _two_ulp_away(q, np.broadcast_to(np.frexp(t)[0] != 0.5, q.shape))
+
+
+def fast_rsqrt(v: np.ndarray) -> np.ndarray:
+    """rsqrtf(v) at its documented worst: 2 ulp off 1/√v, away from zero (exact where v is an even
+    power of two)."""
+    v = np.asarray(v, F32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = 1.0 / np.sqrt(v.astype(np.float64))
+    m, e = np.frexp(v)
+    return _two_ulp_away(q, ~((m == 0.5) & (e % 2 == 1)))
 
 
 @dataclass(frozen=True)
@@ -236,7 +255,8 @@ class Arith:
     """The softmax normaliser comes from ``online_sum_exp`` (one pass, rescaled)."""
 
     fast_math: bool = False
-    """e^d by ``fast_exp`` (CUDA -use_fast_math / FlashInfer), else expf."""
+    """e^d by ``fast_exp`` (CUDA -use_fast_math / FlashInfer), else expf; and the reciprocal
+    1.0f / s by ``fast_divide`` (-prec-div=false), 2 ulp off."""
 
     def exp(self, d: np.ndarray) -> np.ndarray:
         """expf of a float32 argument (NumPy's vectorised float32 exp, within an ulp or two), or
@@ -246,7 +266,7 @@ class Arith:
     def normalise(self, e: np.ndarray, s: np.ndarray) -> np.ndarray:
         safe = np.where(s > 0, s, F32(1))
         if self.reciprocal:
-            return e * (F32(1) / safe)
+            return e * (fast_divide(F32(1), safe) if self.fast_math else F32(1) / safe)
         return e / safe
 
 

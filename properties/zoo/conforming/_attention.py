@@ -20,7 +20,7 @@ from properties.zoo.conforming._arith import F32
 
 
 def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale: float, cap: float,
-           tile: int, acc: type, reciprocal: bool, rescale: bool = True,
+           tile: int, acc: type, reciprocal: bool | Callable[[np.ndarray], np.ndarray], rescale: bool = True,
            exp: Callable[[np.ndarray], np.ndarray] = np.exp) -> np.ndarray:
     g = q.shape[1] // k.shape[1]
     kk, vv = np.repeat(k, g, axis=1).astype(acc), np.repeat(v, g, axis=1).astype(acc)
@@ -47,15 +47,20 @@ def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale:
         s = s * alpha + p.sum(axis=-1)
         out = (out * alpha[..., None] if rescale else out) + pv
         m = m_new
-    out = (out * (acc(1) / s)[..., None]) if reciprocal else out / s[..., None]
+    if callable(reciprocal):
+        out = out * reciprocal(s)[..., None]
+    else:
+        out = (out * (acc(1) / s)[..., None]) if reciprocal else out / s[..., None]
     reached = np.einsum("tj,jhd->thd", seen.astype(acc), bad_v.astype(acc)) > 0  # a visible NaN/inf value
     return np.where(reached, acc(np.nan), out)
 
 
-def make_attention(tile: int, acc: type = F32, reciprocal: bool = False, rescale: bool = True,
+def make_attention(tile: int, acc: type = F32, reciprocal: bool | Callable[[np.ndarray], np.ndarray] = False,
+                   rescale: bool = True,
                    exp: Callable[[np.ndarray], np.ndarray] = np.exp) -> Callable[..., np.ndarray]:
-    """``rescale=False`` leaves the value accumulator unscaled when a later tile raises the max:
-    the classic flash-attention slip, kept here for the near-threshold zoo."""
+    """``reciprocal``: out·(1 / s) instead of out / s, or out·reciprocal(s) with the engine's own
+    1 / s. ``rescale=False`` leaves the value accumulator unscaled when a later tile raises the
+    max: the classic flash-attention slip, kept here for the near-threshold zoo."""
     def attention(q: Any, k: Any, v: Any, q_pos: Any, k_pos: Any, *, scale: float | None = None,
                   causal: bool = True, window: int = 0, softcap: float = 0.0) -> np.ndarray:
         _, q32, k32, v32, qp, kp = _inputs(q, k, v, q_pos, k_pos)

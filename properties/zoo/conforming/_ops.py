@@ -164,7 +164,8 @@ def make_layer_norm(ar: Arith, inv_sqrt: Callable = inv_sqrt_div) -> Callable[..
     return layer_norm
 
 
-def welford_layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5) -> np.ndarray:
+def welford_layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float = 1e-5,
+                       inv_sqrt: Callable = inv_sqrt_rsqrt) -> np.ndarray:
     """PyTorch-CUDA style: each thread runs Welford over its strided columns, the block merges
     the (count, mean, M2) triples with Chan's formula in a tree; rsqrt, multiply."""
     _, a, e, aff = _setup(x, eps, {"weight": weight, "bias": bias})
@@ -196,7 +197,7 @@ def welford_layer_norm(x: Any, weight: Any = None, bias: Any = None, eps: float 
             cnt = tot
         var = m2[:, 0] / F32(n)
         c = rows - mean[:, :1]
-        y = c * inv_sqrt_rsqrt(var + F32(e))[:, None]
+        y = c * inv_sqrt(var + F32(e))[:, None]
         return _affine(y.reshape(lead + (n,)), aff)
 
 
