@@ -5,10 +5,10 @@ Error bound. A returned logprob of token i is judged against the float64 log-sof
 the implementation was given (``oracle.logprobs``) with the ops' log-softmax model
 (``properties.ops.models.log_softmax_model``, under the active contract): absolute error at most
 
-    u·(2|d_i| + exp_u(d_i) + Ē + depth(n) + 2|ln S| + |y_i| + 3),   d_i = l_i - max, y_i the exact logprob,
+    u·(2|d_i| + exp_u(d_i) + Ē + depth(n) + log_error_u(ln S) + |y_i| + 3),   d_i = l_i - max, y_i the exact logprob,
 
 (Ē the p-weighted mean of |d| + exp_u over the row, depth(n) the normaliser's summation depth,
-2|ln S| logf's error, 3 the subtractions), measured with ``measure.scaled_error`` (reported in u
+log_error_u(ln S) logf's error under the contract, 2|ln S| strict, 3 the subtractions), measured with ``measure.scaled_error`` (reported in u
 of the model's scale). -inf must come out exactly where the token is masked (or dropped by the
 chain), and nowhere else.
 

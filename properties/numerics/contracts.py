@@ -25,6 +25,7 @@ The samplers are held to bitwise batch invariance under every contract.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,6 +33,7 @@ import numpy as np
 
 from .exponentials import EXP_FORMS, EXPF, ExpForm
 from .orders import ALL_ORDERS, BLOCKED, COMPENSATED, PAIRWISE, SEQUENTIAL, TREE_ORDERS, WIDE, Order
+from .units import FN_U
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,14 @@ class Contract:
     within 2 ulp of the float32 quotient (the programming guide's table of maximum ulp errors),
     4 u, and covers l·fl(1/t) (2) and an IEEE division (1). Strict (2): one IEEE rounding, or
     l·fl(1/t) of a float32 t."""
+    log_u: float = 6.0
+    """Relative error in u of a float32 logarithm's result. Default (6): ``logf`` / ``log2f`` under
+    ``-use_fast_math`` are ``__logf`` / ``__log2f``, documented within 3 ulp (2 ulp) outside
+    [0.5, 2]; strict (2, ``FN_U["log"]``): logf's 1 ulp."""
+    log_abs_u: float = 2.0 ** 2.59  # 2^-21.41 / 2^-24 = 6.02
+    """Absolute error in u of a float32 logarithm of an argument in [0.5, 2], where the result
+    nears 0 and a relative bound says nothing: ``__logf`` within 2^-21.41 (6.02 u), ``__log2f``
+    2^-22; strict: 0 (logf is within its ulp there too)."""
     batch_invariant: bool = False
     """Every op's rows must be bitwise equal whatever the batch size and row order."""
     batch_invariant_ops: frozenset[str] = frozenset()
@@ -102,7 +112,8 @@ BATCH_CLAIM = "batch_invariant"
 DIST_CDF_DEFAULT = (SEQUENTIAL, BLOCKED, PAIRWISE, COMPENSATED, WIDE)
 DIST_CDF_STRICT = (WIDE,)
 DEFAULT = Contract("default", ALL_ORDERS, DIST_CDF_DEFAULT, False, False, EXP_FORMS)
-STRICT = Contract("strict", TREE_ORDERS, DIST_CDF_STRICT, True, True, (EXPF,), quotient_u=2.0)
+STRICT = Contract("strict", TREE_ORDERS, DIST_CDF_STRICT, True, True, (EXPF,), quotient_u=2.0,
+                  log_u=FN_U["log"], log_abs_u=0.0)
 BATCH_INVARIANT = replace(DEFAULT, name="batch_invariant", batch_invariant=True)
 CONTRACTS = {c.name: c for c in (DEFAULT, STRICT, BATCH_INVARIANT)}
 _ACTIVE = [DEFAULT]
@@ -134,6 +145,16 @@ def active_contract() -> Contract:
 def exp_u(d: Any, c: Contract | None = None) -> Any:
     """Relative error in u of an accepted exp at the float32 argument d (``Contract.exp_u``)."""
     return (c or _ACTIVE[0]).exp_u(d)
+
+
+def log_error_u(ln_x: Any, base: float = math.e, c: Contract | None = None) -> Any:
+    """Absolute error in u of log_base(x), given ln x, as a float32 log the contract accepts
+    computes it: ``Contract.log_u``·|log_base x|, plus ``log_abs_u`` for x in [0.5, 2] (|ln x| <=
+    ln 2); elementwise."""
+    c = c or _ACTIVE[0]
+    a = np.abs(np.asarray(ln_x, dtype=np.float64))
+    out = c.log_u * a / math.log(base) + np.where(a <= math.log(2), c.log_abs_u, 0.0)
+    return out if np.ndim(ln_x) else float(out)
 
 
 def quotient_u(c: Contract | None = None) -> float:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .contracts import Contract, exp_u, quotient_u
+from .contracts import Contract, exp_u, log_error_u, quotient_u
 from .nonnegative_sums import sum_bound
 from .units import FTZ_FLOOR, U32
 
@@ -60,14 +60,16 @@ def softmax_model(row64: np.ndarray, c: Contract | None = None) -> SoftmaxModel:
 
 def entropy_bound(m: SoftmaxModel, c: Contract | None = None) -> float:
     """|H^ - H| for H = -Σ p ln p computed in fp32 from the fp32 p^: each p^_i's relative error
-    ρ_i moves its term by p_i·ρ_i·|ln p_i + 1|, logf adds 2u·|ln p| per term, the product and the
-    sum's own rounding u·H, and the n-term sum of non-negative terms its ``sum_bound``."""
+    ρ_i moves its term by p_i·ρ_i·|ln p_i + 1|, logf adds p·log_error_u(ln p) per term (the
+    contract's log: 2u·|ln p| strict), the product u·H, and the n-term sum of non-negative terms
+    its ``sum_bound``."""
     p = m.p
     with np.errstate(divide="ignore"):
         lnp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
     terms = -p * lnp
     h = float(terms.sum())
-    return float((p * m.rel() * np.abs(lnp + 1)).sum() + 3 * U32 * h + sum_bound(terms, c))
+    logf = float((p * log_error_u(lnp, c=c)).sum())
+    return float((p * m.rel() * np.abs(lnp + 1)).sum() + U32 * (h + logf) + sum_bound(terms, c))
 
 
 def mass_bound(row64: np.ndarray, order: np.ndarray, k: int, c: Contract | None = None,

@@ -7,7 +7,7 @@ the γ index of a sum in any order the active contract accepts (default: any ord
 sequential's n - 1; strict: a tree's ⌈log2 n⌉), ``_dot(k)`` that of a k-term dot product.
 Elementary functions are allowed ``numerics.FN_U[f]`` u (twice CUDA's documented
 single-precision maximum ulp error); exp the contract's ``numerics.exp_u`` (fast-math
-intrinsics included under the default contract).
+intrinsics included under the default contract), log the contract's ``numerics.log_error_u``.
 """
 from __future__ import annotations
 
@@ -18,7 +18,6 @@ import numpy as np
 
 from oracle.ops.rope import rope_angles, yarn_corr_dims
 from properties import numerics
-from properties.numerics import FN_U
 from properties.ops.strategies import OpCase
 
 
@@ -72,7 +71,8 @@ def softmax_model(case: OpCase, exact: np.ndarray):
 
 
 def log_softmax_model(case: OpCase, exact: np.ndarray):
-    """Absolute error 2|z_i - m| + the normaliser's relative error (as softmax) + log's 2|ln S|
+    """Absolute error 2|z_i - m| + the normaliser's relative error (as softmax) + log's error at S
+    (``numerics.log_error_u``: 2|ln S| strict, fast-math's 6|ln S| + 6.02 near S = 1 by default)
     + the final subtraction |y_i| (covers log(softmax) too, where p does not underflow); stated
     relative to the magnitude those terms come from, 1 + |z_i - m| + |y_i| + |ln S| + argument
     roundings, so that errors read in u of the numbers involved."""
@@ -80,7 +80,8 @@ def log_softmax_model(case: OpCase, exact: np.ndarray):
     ax = case.params.get("axis", -1)
     y = np.moveaxis(np.where(np.isfinite(exact), exact, 0.0), ax, -1)
     args = E - 2 * np.abs(d) - numerics.exp_u(d)  # a·(|z_i| + |m|): the roundings z carries
-    absolute = 2 * np.abs(d) + args + numerics.exp_u(d) + Ebar + _depth(n) + FN_U["log"] * np.abs(log_s) + np.abs(y) + 3
+    absolute = (2 * np.abs(d) + args + numerics.exp_u(d) + Ebar + _depth(n) + numerics.log_error_u(log_s)
+                + np.abs(y) + 3)
     scale = 1 + np.abs(d) + np.abs(y) + np.abs(log_s) + args
     return np.moveaxis(scale, -1, ax), np.moveaxis(absolute / scale, -1, ax)
 

@@ -17,7 +17,7 @@ Error model, float32 (u = 2^-24), each term one rounding an implementation canno
   weights in any order, within γ_{n-1}; one more rounding for the division. With ε the largest
   ε_i over the survivors, |q̂_j/q_j - 1| <= ρ = (1 + ε)(1 + u)/((1 - ε)(1 - γ_{n-1})) - 1, and
   |log2 q̂_j - log2 q_j| <= -log2(1 - ρ).
-* log2f within FN_U["log"] u of its result; the subtraction of tau, the product with eta and the
+* log2f within the contract's ``log_error_u`` of its result; the subtraction of tau, the product with eta and the
   subtraction from mu one rounding each; mu, tau and eta themselves rounded to float32 on input.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from properties.numerics import F32_TINY, FN_U, U32, exp_u, gamma
+from properties.numerics import F32_TINY, U32, exp_u, gamma, log_error_u
 
 from properties.measure import ErrorReport
 from properties.samplers.record import row_digest
@@ -58,7 +58,7 @@ def _allowance(row64: np.ndarray, q: float, n_kept: int, params: "Params") -> fl
     mu, tau, eta = abs(params["mu"]), abs(params["tau"]), abs(params["eta"])
     t2 = surprise + tau  # |-log2 q̂ - tau|
     return (eta * -math.log2(1 - rho)              # q̂'s error through log2
-            + U32 * eta * FN_U["log"] * surprise   # log2f
+            + U32 * eta * log_error_u(surprise * math.log(2), base=2)  # log2f
             + U32 * eta * t2 * 2                   # - tau, then eta's input rounding
             + U32 * eta * tau                      # tau's input rounding
             + U32 * eta * t2                       # the product eta·(...)

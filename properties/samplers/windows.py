@@ -10,18 +10,20 @@ a tuned constant:
 - mass (top_p, typical): each p^_i within its relative bound (order-free elementwise u·(|d_i| +
   exp_u(d_i) + 2) plus the normaliser θ), then the k-term sum in any order the contract accepts
   (``numerics.mass_bound``);
-- min_p on logits: fl(max + logf(p32)): u·(|max + ln p| + 2|ln p| + 1) (exact at p = 1); on
+- min_p on logits: fl(max + logf(p32)): u·(|max + ln p| + log_error_u(ln p) + 1) (exact at p = 1); on
   probabilities (p^_i >= p·p^_max, the other legal form): the ratio's u·(|ln p| + exp_u + 2) +
   p32's and the product's rounding, so u·(|ln p| + exp_u(ln p) + 4);
 - xtc: p^_i >= t: t·(u·(|d_t| + exp_u(d_t) + 2) + θ) + t's rounding, d_t = ln(t·S) the argument
   of a token at the threshold;
 - top_n_sigma: max - n·σ with σ from two passes: the squares' sum (``sum_bound``), the divide and
   the root (σ·(θ_sq/2 + 3u)), the mean's error at second order, and the threshold's roundings;
-- typical's scores |-ln p^ - H^|: each -ln p^ within ρ_i + 2u·|ln p| (logf), H^ within
-  θ·Σp|ln p + 1| + uΣp(|d| + exp_u(d) + 2)|ln p + 1| + 3u·H + the sum's own bound; tokens whose fp32
-  probability is below the normal range (l - max < ln 2^-126, ±S) carry no relative precision at
-  all and are one tie group (``properties.ties``: the underflowed zeros);
-- dist: ``numerics.cdf_bound``.
+- typical's scores |-ln p^ - H^|: each -ln p^ within ρ_i + u·log_error_u(ln p) (logf: 2u·|ln p|
+  strict, fast-math's 6u·|ln p|, + 6.02u for p >= 0.5, by default), H^ within
+  θ·Σp|ln p + 1| + uΣp(|d| + exp_u(d) + 2)|ln p + 1| + uH + uΣp·log_error_u(ln p) + the sum's own
+  bound; tokens whose fp32 probability is below the normal range (l - max < ln 2^-126, ±S) carry
+  no relative precision at all and are one tie group (``properties.ties``: the underflowed zeros);
+- dist: ``numerics.cdf_bound``;
+- every logarithm (logf, log2f) within the contract's ``numerics.log_error_u``.
 """
 from __future__ import annotations
 
@@ -90,7 +92,7 @@ def min_p_window(row: np.ndarray, p: float) -> float:
     fin = np.isfinite(row)
     m = float(row[fin].max()) if fin.any() else 0.0
     lp = abs(math.log(p))
-    logits = 0.0 if p == 1 else U32 * (abs(m - lp) + 2 * lp + 1)
+    logits = 0.0 if p == 1 else U32 * (abs(m - lp) + nm.log_error_u(lp) + 1)
     return max(logits, U32 * (lp + nm.exp_u(lp) + 4))
 
 
@@ -151,7 +153,7 @@ def typical_key(row: np.ndarray, params: Params) -> tuple[np.ndarray, float]:
         lnp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
     rho = model.rel()
     dh = nm.entropy_bound(model)
-    eps = float((rho[normal] + 2 * U32 * np.abs(lnp[normal])).max()) + dh if normal.any() else 0.0
+    eps = float((rho[normal] + U32 * nm.log_error_u(lnp[normal])).max()) + dh if normal.any() else 0.0
     key = -score
     below = model.finite & ~normal
     if below.any():  # no precision left in fp32 (p^ may be 0, its score inf): every such token is as
@@ -182,7 +184,7 @@ def temp_ext_bound(row: np.ndarray, params: Params) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         h = float(-np.where(m.p > 0, m.p * np.log(m.p), 0.0).sum())
     ln_n = math.log(row.size)
-    x, dx = h / ln_n, nm.entropy_bound(m) / ln_n + (3 + nm.FN_U["log"]) * U32 * h / ln_n
+    x, dx = h / ln_n, nm.entropy_bound(m) / ln_n + (3 + nm.log_error_u(ln_n) / ln_n) * U32 * h / ln_n
     lo, hi = max(x - dx, 0.0), x + dx
     xe = x**e
     dxe = max(hi**e - xe, xe - lo**e) + nm.FN_U["pow"] * U32 * max(hi**e, xe)
@@ -205,13 +207,14 @@ def dist_legal(row: np.ndarray, params: Params) -> np.ndarray:
 
 
 def mirostat_v2_variants(params: Params, row: np.ndarray) -> list[Params]:
-    """mu ± the surprise window at the cut (-log2 p^ within ρ/ln 2 + log2f's 2u·mu, mu's own
+    """mu ± the surprise window at the cut (-log2 p^ within ρ/ln 2 + log2f's ``log_error_u``, mu's own
     rounding), u ± the CDF window of the survivors' renormalised distribution."""
     model = nm.softmax_model(row)
     mu = params["mu"]
     s = float(np.exp(np.where(model.finite, model.d, -np.inf)).sum())
     d_cut = abs(mu * math.log(2) + math.log(s))  # |l - max| of a token whose surprise is mu
-    dm = (U32 * (d_cut + nm.exp_u(d_cut) + 2) + model.theta) / math.log(2) + 2 * U32 * abs(mu) + U32 * abs(mu)
+    dm = ((U32 * (d_cut + nm.exp_u(d_cut) + 2) + model.theta) / math.log(2) + U32 * nm.log_error_u(mu * math.log(2), base=2)
+          + U32 * abs(mu))
     with np.errstate(divide="ignore"):
         keep = -np.log2(np.where(model.p > 0, model.p, 1e-320)) <= mu + dm
     keep[int(np.argmax(np.where(model.finite, row, -np.inf)))] = True

@@ -20,7 +20,7 @@ MEMBERS: dict[str, str] = {
     "float64_accum": "double accumulators, rounded once (ggml-CPU's ggml_float); min_p on probabilities",
     "cuda_fast_math": "FlashInfer / -use_fast_math CUDA: __expf (ex2.approx of fl(d·log2e), one ulp off, FTZ) in "
                       "softmax, samplers, log-softmax and 64-key flash attention; temp's l / t and every 1.0f / s "
-                      "2 ulp off (-prec-div=false), rsqrtf 2 ulp off; block sums and scans",
+                      "2 ulp off (-prec-div=false), rsqrtf 2 ulp off, __logf at its documented worst; block sums and scans",
     "hf_warpers": "transformers' own TopP / MinP / Temperature warpers on float32 torch rows (ascending sort, "
                   "cum <= 1 - p, min_keep by torch.topk of probabilities), torch.argmax greedy; samplers only",
     "vllm_sampler": "vLLM's sampler arithmetic in torch float32: ascending sort + float32 1 - p mask, min_p on "

@@ -242,6 +242,28 @@ def fast_rsqrt(v: np.ndarray) -> np.ndarray:
     return _two_ulp_away(q, ~((m == 0.5) & (e % 2 == 1)))
 
 
+LOGF_ABS_NEAR_ONE = 2.0 ** -21.41
+
+
+def fast_log(x: np.ndarray) -> np.ndarray:
+    """__logf(x) (``logf`` under -use_fast_math) at its documented worst: within 2^-21.41 absolute
+    for x in [0.5, 2], 3 ulp elsewhere (the CUDA programming guide's intrinsic table); played as
+    that far from ln x, upwards where x's last mantissa bit is set, downwards elsewhere. ln 1 = 0
+    stays exact (the unit's table entry), as do ln 0 = -inf and non-finite x."""
+    x = np.asarray(x, F32)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        exact = np.log(x.astype(np.float64))
+    sign = np.where((x.view(np.uint32) & 1).astype(bool), 1.0, -1.0)
+    near = (x >= 0.5) & (x <= 2)
+    shifted = exact + sign * np.where(near, LOGF_ABS_NEAR_ONE, 3 * np.spacing(np.abs(exact.astype(F32))).astype(np.float64))
+    keep = ~np.isfinite(exact) | (x == 1)
+    # the farthest float32 within the bound: round towards the exact value
+    r = shifted.astype(F32)
+    over = np.abs(r.astype(np.float64) - exact) > np.abs(shifted - exact)
+    r = np.where(over, np.nextafter(r, exact.astype(F32)), r)
+    return np.where(keep, exact.astype(F32), r).astype(F32)
+
+
 @dataclass(frozen=True)
 class Arith:
     """One engine's arithmetic: how it sums, how it scans, how it normalises."""
@@ -255,13 +277,17 @@ class Arith:
     """The softmax normaliser comes from ``online_sum_exp`` (one pass, rescaled)."""
 
     fast_math: bool = False
-    """e^d by ``fast_exp`` (CUDA -use_fast_math / FlashInfer), else expf; and the reciprocal
-    1.0f / s by ``fast_divide`` (-prec-div=false), 2 ulp off."""
+    """e^d by ``fast_exp`` (CUDA -use_fast_math / FlashInfer), else expf; the reciprocal
+    1.0f / s by ``fast_divide`` (-prec-div=false), 2 ulp off; ln by ``fast_log``."""
 
     def exp(self, d: np.ndarray) -> np.ndarray:
         """expf of a float32 argument (NumPy's vectorised float32 exp, within an ulp or two), or
         the fast-math intrinsic."""
         return fast_exp(d) if self.fast_math else np.exp(d)
+
+    def log(self, x: np.ndarray) -> np.ndarray:
+        """logf (NumPy's float32 log), or the fast-math intrinsic ``fast_log``."""
+        return fast_log(x) if self.fast_math else np.log(x)
 
     def normalise(self, e: np.ndarray, s: np.ndarray) -> np.ndarray:
         safe = np.where(s > 0, s, F32(1))

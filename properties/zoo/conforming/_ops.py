@@ -115,7 +115,7 @@ def make_log_softmax(ar: Arith) -> Callable[..., np.ndarray]:
     def log_softmax(x: Any, axis: int = -1, scale: float = 1.0, mask: Any = None) -> np.ndarray:
         d, e, s, undefined, axis = _shifted(ar, x, axis, scale, mask)
         with quiet():
-            out = d - np.log(s)
+            out = d - ar.log(s)
         return np.moveaxis(np.where(undefined, F32(np.nan), out), -1, axis)
     return log_softmax
 

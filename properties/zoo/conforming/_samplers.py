@@ -142,7 +142,7 @@ def make_typical(ar: Arith, ch: Choices) -> Callable[..., np.ndarray]:
         e, s = exp_and_sum(ar, x, m, desc if ch.sorted_softmax else None)
         probs = ar.normalise(e, s[:, None])
         with np.errstate(divide="ignore", invalid="ignore"):
-            nlp = -np.log(probs)
+            nlp = -ar.log(probs)
             terms = np.where(probs > 0, probs * nlp, F32(0))  # 0·ln 0 = 0: no NaN entropy
             h = ar.sum(np.take_along_axis(terms, desc, axis=1))
             score = np.where(probs > 0, np.abs(nlp - h[:, None]), F32(np.inf))
