@@ -33,7 +33,7 @@ import numpy as np
 
 from .exponentials import EXP_FORMS, EXPF, ExpForm
 from .orders import ALL_ORDERS, BLOCKED, COMPENSATED, PAIRWISE, SEQUENTIAL, TREE_ORDERS, WIDE, Order
-from .units import FN_U
+from .units import FAST_LOGF_ABS, FN_U, U32
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class Contract:
     """Relative error in u of a float32 logarithm's result. Default (6): ``logf`` / ``log2f`` under
     ``-use_fast_math`` are ``__logf`` / ``__log2f``, documented within 3 ulp (2 ulp) outside
     [0.5, 2]; strict (2, ``FN_U["log"]``): logf's 1 ulp."""
-    log_abs_u: float = 2.0 ** 2.59  # 2^-21.41 / 2^-24 = 6.02
+    log_abs_u: float = FAST_LOGF_ABS / U32  # 6.02
     """Absolute error in u of a float32 logarithm of an argument in [0.5, 2], where the result
     nears 0 and a relative bound says nothing: ``__logf`` within 2^-21.41 (6.02 u), ``__log2f``
     2^-22; strict: 0 (logf is within its ulp there too)."""

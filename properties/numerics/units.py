@@ -31,6 +31,18 @@ SUBNORMAL_FLOOR = 2.0**-148  # absolute error floor of results in the subnormal 
 FTZ_FLOOR = F32_TINY  # results below the normal range may be flushed to zero (fast-math kernels)
 
 FN_U = {"exp": 4.0, "log": 2.0, "tanh": 4.0, "sincos": 4.0, "erf": 4.0, "hypot": 6.0, "pow": 8.0}
+FAST_LOGF_ABS = 2.0 ** -21.41
+"""``__logf``'s documented absolute error for arguments in [0.5, 2] (``logf`` under -use_fast_math;
+3 ulp elsewhere): the CUDA programming guide's table of intrinsic functions."""
+
+
+def ulp32(x: Any) -> np.ndarray:
+    """Elementwise float32 spacing of the binade an exact value lies in (2u·2^floor(log2 |x|);
+    rounding x to float32 first could carry it into the next binade, of twice the spacing)."""
+    a = np.abs(np.asarray(x, dtype=np.float64))
+    with np.errstate(divide="ignore"):
+        e = np.floor(np.log2(np.where(a > 0, a, F32_TINY)))
+    return 2 * U32 * np.exp2(np.maximum(e, -126.0))
 
 
 def gamma(k: float, u: float = U32) -> float:

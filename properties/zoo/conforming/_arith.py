@@ -31,6 +31,8 @@ from typing import Callable
 
 import numpy as np
 
+from properties.numerics.units import FAST_LOGF_ABS, ulp32
+
 F32 = np.float32
 WARP = 32
 
@@ -242,9 +244,6 @@ def fast_rsqrt(v: np.ndarray) -> np.ndarray:
     return _two_ulp_away(q, ~((m == 0.5) & (e % 2 == 1)))
 
 
-LOGF_ABS_NEAR_ONE = 2.0 ** -21.41
-
-
 def fast_log(x: np.ndarray) -> np.ndarray:
     """__logf(x) (``logf`` under -use_fast_math) at its documented worst: within 2^-21.41 absolute
     for x in [0.5, 2], 3 ulp elsewhere (the CUDA programming guide's intrinsic table); played as
@@ -255,7 +254,7 @@ def fast_log(x: np.ndarray) -> np.ndarray:
         exact = np.log(x.astype(np.float64))
     sign = np.where((x.view(np.uint32) & 1).astype(bool), 1.0, -1.0)
     near = (x >= 0.5) & (x <= 2)
-    shifted = exact + sign * np.where(near, LOGF_ABS_NEAR_ONE, 3 * np.spacing(np.abs(exact.astype(F32))).astype(np.float64))
+    shifted = exact + sign * np.where(near, FAST_LOGF_ABS, 3 * ulp32(np.where(np.isfinite(exact), exact, 1.0)))
     keep = ~np.isfinite(exact) | (x == 1)
     # the farthest float32 within the bound: round towards the exact value
     r = shifted.astype(F32)
