@@ -7,7 +7,7 @@ One module per part of the model, each re-exported here (``from properties.numer
 - ``exponentials``: the legal ways to compute e^d (``ExpForm``, ``EXP_FORMS``);
 - ``orders``: summation orders and their depths for sums and scans (``Order``);
 - ``contracts``: what a run accepts (``Contract``, ``DEFAULT``, ``STRICT``, ``BATCH_INVARIANT``),
-  the active contract and an implementation's claims, ``exp_u``, ``quotient_u``, ``log_error_u``;
+  the active contract and an implementation's claims, ``exp_u``, ``quotient_u``, ``log_error_u``, ``pow_u``;
 - ``nonnegative_sums``: ``sum_bound``, the order-free bound on a sum of non-negative terms;
 - ``softmax``: ``softmax_model`` and the entropy and mass bounds built on it;
 - ``cdf``: the CDF dist inverts (``cdf_bound``) and its effect on the law (``dist_law``);
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from .cdf import DistLaw, cdf_bound, dist_law
 from .contracts import (BATCH_CLAIM, BATCH_INVARIANT, CONTRACTS, DEFAULT, DIST_CDF_DEFAULT, DIST_CDF_STRICT, STRICT,
-                        Contract, active_contract, claims, contract, exp_u, log_error_u, quotient_u, strict_only,
+                        Contract, active_contract, claims, contract, exp_u, log_error_u, pow_u, quotient_u, strict_only,
                         use_contract)
 from .discrete_distribution import discrete_reachable, discrete_select
 from .exponentials import EXP2F_PRESCALED, EXP_FORMS, EXPF, FAST_EXPF, LOG2E, LOG2E_F32_REL_U, ExpForm

@@ -157,6 +157,18 @@ def log_error_u(ln_x: Any, base: float = math.e, c: Contract | None = None) -> A
     return out if np.ndim(ln_x) else float(out)
 
 
+def pow_u(ln_x: Any, y: Any, c: Contract | None = None) -> Any:
+    """Relative error in u of x^y (given ln x) as a float32 pow the contract accepts computes it:
+    powf (``FN_U["pow"]``), or exp2(y·log2 x) in float32 as ``__powf`` (``-use_fast_math``) and
+    pow-free kernels do: the log2's error (``log_error_u``) times |y|, the product's rounding
+    (|y·ln x|) and exp2's (``FN_U["exp"]``), all scaled by ln 2 into the result. x^0 = 1 exactly
+    (C's pow, and exp2(0)); elementwise."""
+    a, yy = np.asarray(ln_x, dtype=np.float64), np.abs(np.asarray(y, dtype=np.float64))
+    via_exp2 = math.log(2) * yy * log_error_u(a, base=2, c=c) + yy * np.abs(a) + FN_U["exp"]
+    out = np.where(yy == 0, 0.0, np.maximum(FN_U["pow"], via_exp2))
+    return out if np.ndim(out) else float(out)
+
+
 def quotient_u(c: Contract | None = None) -> float:
     """Relative error in u of l / t accepted by the contract (``Contract.quotient_u``)."""
     return (c or _ACTIVE[0]).quotient_u

@@ -133,13 +133,19 @@ def rope_geometry(case: OpCase) -> tuple[np.ndarray, float, np.ndarray, np.ndarr
 
 
 def rope_model(case: OpCase, exact: np.ndarray):
-    """Rotated entries: relative to mscale·(pair norm), |theta|·(6 + 2i) for the angle (frequency
-    table of pair i and p·f rounded; an iterated table costs 2i) + 12 for sin/cos, mscale and the
-    rotation. Pass-through entries must be copied exactly."""
+    """Rotated entries: relative to mscale·(pair norm), |theta|·(6 + table_i) for the angle (p·f
+    rounded, the freq factor, freq_scale and YaRN's mix: 6) + 12 for sin/cos, mscale and the
+    rotation. The frequency table of pair i: an iterated product theta_scale^i costs 2i, and
+    ggml-CUDA's p·powf(theta_scale, i) costs i for theta_scale's float32 rounding plus the
+    contract's pow (``numerics.pow_u``: ``__powf`` under -use_fast_math is exp2(i·log2 theta_scale));
+    the larger is allowed. Pass-through entries must be copied exactly."""
     x = _f64(case.arrays["x"])
     theta, mscale, first, second, nd = rope_geometry(case)
     norm = np.hypot(x[..., first], x[..., second]) * abs(mscale)
-    pair_bound = (np.abs(theta) * (6 + 2 * np.arange(nd // 2)) + 12)[:, None, :]
+    i = np.arange(nd // 2)
+    ln_scale = -2.0 * math.log(case.params.get("freq_base", 10000.0)) / nd  # ln theta_scale
+    table = np.maximum(2 * i, i + numerics.pow_u(ln_scale, i))
+    pair_bound = (np.abs(theta) * (6 + table) + 12)[:, None, :]
     scale, bound = np.abs(x), np.zeros(x.shape)
     for idx in (first, second):
         scale[..., idx], bound[..., idx] = norm, pair_bound

@@ -174,8 +174,9 @@ def temp_ext_bound(row: np.ndarray, params: Params) -> np.ndarray:
     """Relative error (u) of temp_ext's l / T, T = T_lo + (T_hi - T_lo)·x^e, x = H / ln n, from
     the float32 entropy: x within the entropy's bound (+ the division and logf(n)), x^e over that
     interval (not e·x^(e-1)·dx, unbounded as x -> 0: a near one-hot row whose top p^ rounds to 1
-    loses its -p ln p term, ~u, a large part of an H of ~1e-7), powf, the affine map, the division
-    (the contract's quotient, ``quotient_bound``).
+    loses its -p ln p term, ~u, a large part of an H of ~1e-7), the pow itself (powf, or
+    exp2(e·log2 x) as __powf: ``numerics.pow_u``), the affine map, the division (the contract's
+    quotient, ``quotient_bound``).
     A T that may reach 0 is the argmax-or-divide ambiguity: no bound."""
     t, delta, e = float(params["t"]), float(params["delta"]), float(params["exponent"])
     if delta <= 0 or row.size <= 1:  # plain l / t (or untouched): the contract's quotient
@@ -187,7 +188,8 @@ def temp_ext_bound(row: np.ndarray, params: Params) -> np.ndarray:
     x, dx = h / ln_n, nm.entropy_bound(m) / ln_n + (3 + nm.log_error_u(ln_n) / ln_n) * U32 * h / ln_n
     lo, hi = max(x - dx, 0.0), x + dx
     xe = x**e
-    dxe = max(hi**e - xe, xe - lo**e) + nm.FN_U["pow"] * U32 * max(hi**e, xe)
+    pow_err = max((v**e * nm.pow_u(math.log(v), e) for v in (lo, x, hi) if v > 0), default=0.0)
+    dxe = max(hi**e - xe, xe - lo**e) + U32 * pow_err
     t_lo, t_hi = max(0.0, t - delta), t + delta
     span = t_hi - t_lo
     temp = t_lo + span * xe
