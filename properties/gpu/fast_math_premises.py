@@ -4,7 +4,9 @@ The judge accepts what ``-use_fast_math`` CUDA does, from the CUDA programming g
 maximum ulp errors: ``__expf`` within 2 + 1.173·|x| ulp (``numerics.exponentials.FAST_EXPF``),
 ``x / y`` and ``1.0f / y`` within 2 ulp under ``-prec-div=false`` (``Contract.quotient_u``),
 ``rsqrtf`` within 2 ulp (the ops' norm models), ``__logf`` within 3 ulp and 2^-21.41 absolute
-on [0.5, 2] (``numerics.log_error_u``). It also assumes what the guide does not state and the
+on [0.5, 2] (``numerics.log_error_u``). It also assumes, for ``__sinf`` / ``__cosf`` outside
+[-π, π] where the guide documents no bound, a range reduction within two roundings of the angle
+(2u·|θ|, inside RoPE's 6 u·|θ|) plus the documented 2^-21.41; and it assumes what the guide does not state and the
 exact-boundary tests and the conforming zoo's ``fast_exp`` rely on: the approximate exponential
 is exact at integer powers of two (``__expf(0) = 1``, so uniform rows have exact masses) and an
 approximate reciprocal of a power of two is exact.
@@ -20,11 +22,12 @@ import numpy as np
 
 from properties.numerics.contracts import DEFAULT, log_error_u
 from properties.numerics.exponentials import FAST_EXPF
-from properties.numerics.units import U32, ulp32
+from properties.numerics.units import FAST_SINCOS_ABS, U32, ulp32
 
 SOURCE = r"""
 extern "C" __global__ void fast_math_premises(const float* x, const float* y, float* ex, float* ex2,
-                                              float* q, float* rcp, float* rs, float* lg, int n) {
+                                              float* q, float* rcp, float* rs, float* lg, float* sn,
+                                              float* cs, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) {
         ex[i] = __expf(x[i]);
@@ -33,11 +36,15 @@ extern "C" __global__ void fast_math_premises(const float* x, const float* y, fl
         rcp[i] = 1.0f / y[i];
         rs[i] = rsqrtf(y[i]);
         lg[i] = logf(y[i]);     // __logf under -use_fast_math
+        sn[i] = sinf(y[i]);     // __sinf, __cosf under -use_fast_math
+        cs[i] = cosf(y[i]);
     }
 }
 """
 N = 1 << 16
-OUTPUTS = ("ex", "ex2", "q", "rcp", "rs", "lg")
+OUTPUTS = ("ex", "ex2", "q", "rcp", "rs", "lg", "sn", "cs")
+SINCOS_MAX = 2.0 ** 18
+"""Angles up to 2^18 rad (RoPE's pair 0 at position 262,144) judged for __sinf / __cosf."""
 Measured = dict[str, np.ndarray]
 
 
@@ -104,4 +111,17 @@ def check_fast_log(m: Measured) -> None:
         f"__logf({m['y'][worst]!r}): off by {err_u[worst]:.3f} u, the contract allows {allowed[worst]:.3f} u")
 
 
-CHECKS: tuple[Callable[[Measured], None], ...] = (check_exact_powers, check_fast_exp, check_two_ulp, check_fast_log)
+def check_fast_sincos(m: Measured) -> None:
+    """__sinf / __cosf(θ) within 2^-21.41 + 2u·|θ| of sin / cos of the float32 θ, |θ| <= 2^18."""
+    theta = m["y"].astype(np.float64)
+    judged = theta <= SINCOS_MAX
+    allowed = FAST_SINCOS_ABS + 2 * U32 * theta[judged]
+    for name, exact in (("sn", np.sin(theta[judged])), ("cs", np.cos(theta[judged]))):
+        err = np.abs(m[name][judged].astype(np.float64) - exact)
+        worst = int(np.argmax(err / allowed))
+        assert err[worst] <= allowed[worst], (
+            f"{name}({theta[judged][worst]!r}): off by {err[worst]:.3e}, the RoPE model assumes {allowed[worst]:.3e}")
+
+
+CHECKS: tuple[Callable[[Measured], None], ...] = (check_exact_powers, check_fast_exp, check_two_ulp, check_fast_log,
+                                                  check_fast_sincos)

@@ -39,5 +39,5 @@ from .orders import (ALL_ORDERS, BLOCKED, COMPENSATED, ONLINE, PAIRWISE, SEQUENT
                      Order)
 from .peer_allowances import half_logprob_allowance, mass_allowance
 from .softmax import SoftmaxModel, entropy_bound, mass_bound, softmax_model
-from .units import (F32_MAX, F32_MIN_SUBNORMAL, F32_TINY, FAST_LOGF_ABS, FN_U, FTZ_FLOOR, SUBNORMAL_FLOOR, U16, U32,
-                    U64, UBF16, gamma, log2n, ulp, ulp32, unit_roundoff)
+from .units import (F32_MAX, F32_MIN_SUBNORMAL, F32_TINY, FAST_LOGF_ABS, FAST_SINCOS_ABS, FN_U, FTZ_FLOOR,
+                    SUBNORMAL_FLOOR, U16, U32, U64, UBF16, gamma, log2n, ulp, ulp32, unit_roundoff)

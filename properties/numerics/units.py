@@ -34,6 +34,8 @@ FN_U = {"exp": 4.0, "log": 2.0, "tanh": 4.0, "sincos": 4.0, "erf": 4.0, "hypot":
 FAST_LOGF_ABS = 2.0 ** -21.41
 """``__logf``'s documented absolute error for arguments in [0.5, 2] (``logf`` under -use_fast_math;
 3 ulp elsewhere): the CUDA programming guide's table of intrinsic functions."""
+FAST_SINCOS_ABS = 2.0 ** -21.41
+"""``__sinf`` / ``__cosf``'s documented absolute error on [-π, π] (none is documented outside)."""
 
 
 def ulp32(x: Any) -> np.ndarray:

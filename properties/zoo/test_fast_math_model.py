@@ -1,5 +1,6 @@
 """The conforming zoo's model of CUDA's fast-math intrinsics (``fast_exp``, ``fast_divide``,
-``fast_rsqrt``, ``fast_log``: each at its documented worst, or one ulp off for the exponential)
+``fast_rsqrt``, ``fast_log``: each at its documented worst, or one ulp off for the exponential;
+``fast_sincos``: an assumed range reduction)
 passes the premise checks a device run applies to the real ones
 (``properties.gpu.fast_math_premises``), and intrinsics one step past a premise fail them: a
 device failure is then the device's, not a bug in the check."""
@@ -14,12 +15,16 @@ from properties.gpu.fast_math_premises import CHECKS, Measured, inputs
 from properties.numerics.exponentials import FAST_EXPF
 from properties.numerics.units import U32
 from properties.zoo.conforming._arith import F32, fast_divide, fast_exp, fast_log, fast_rsqrt
+from properties.zoo.conforming._rope import fast_sincos
 
 
 def modelled() -> Measured:
     x, y = inputs()
+    with np.errstate(invalid="ignore"):
+        sn, cs = fast_sincos(y)
     return {"x": x, "y": y, "ex": fast_exp(x), "ex2": np.exp2(x.astype(np.float64)).astype(np.float32),
-            "q": fast_divide(x, y), "rcp": fast_divide(F32(1), y), "rs": fast_rsqrt(y), "lg": fast_log(y)}
+            "q": fast_divide(x, y), "rcp": fast_divide(F32(1), y), "rs": fast_rsqrt(y), "lg": fast_log(y),
+            "sn": sn, "cs": cs}
 
 
 @pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
@@ -48,6 +53,7 @@ PAST: dict[str, tuple[str, Callable[[Measured], np.ndarray]]] = {
     "1.0f / 2^-93 one ulp low": ("rcp", lambda m: np.where(np.arange(m["y"].size) == 7, np.nextafter(m["rcp"], 0),
                                                            m["rcp"]).astype(np.float32)),
     "logf 4 ulp off": ("lg", _log_one_ulp_further),
+    "sinf from an angle reduced 4 u off": ("sn", lambda m: np.sin(m["y"].astype(np.float64) * (1 + 4 * U32)).astype(np.float32)),
 }
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from gpu_impl.ops import rope as gpu_impl_rope
 from gpu_impl.ops.rope import _corr_range
-from properties.numerics.units import ulp32
+from properties.numerics.units import FAST_SINCOS_ABS, ulp32
 from properties.zoo.conforming._arith import F32
 
 LOG2F_ABS_NEAR_ONE = 2.0 ** -22
@@ -47,6 +47,24 @@ def fast_pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return fast_exp2((np.asarray(y, F32) * fast_log2(x)).astype(F32))
 
 
+INV_2PI_F32 = F32(1 / (2 * math.pi))
+
+
+def fast_sincos(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """__sinf / __cosf of a float32 angle, modelled as the hardware's range reduction to
+    revolutions in float32 (fl(θ·fl(1/2π)), its fraction exact) and the documented 2^-21.41 on
+    the reduced angle, played away from zero. Outside [-π, π] the guide documents no bound: this
+    is an assumption, measured on a device by ``properties.gpu.fast_math_premises``."""
+    rev = (np.asarray(theta, F32) * INV_2PI_F32).astype(F32)
+    frac = (rev - np.round(rev)).astype(np.float64) * 2 * math.pi
+    out = []
+    for v in (np.sin(frac), np.cos(frac)):
+        off = np.sign(v) * FAST_SINCOS_ABS
+        r = (v + off).astype(F32)  # the farthest float32 within the bound of v
+        out.append(np.where(np.abs(r.astype(np.float64) - v) > np.abs(off), np.nextafter(r, v.astype(F32)), r))
+    return out[0].astype(F32), out[1].astype(F32)
+
+
 def rope(x: Any, positions: Any, n_dims: int | None = None, mode: str = "normal",
          freq_base: float = 10000.0, freq_scale: float = 1.0, freq_factors: Any = None,
          ext_factor: float = 0.0, attn_factor: float = 1.0, beta_fast: float = 32.0,
@@ -74,8 +92,8 @@ def rope(x: Any, positions: Any, n_dims: int | None = None, mode: str = "normal"
             mscale = mscale * (F32(1) + F32(0.1) * np.log(F32(1) / fs))
         else:
             theta = interp
-        cos = (np.cos(theta.astype(np.float64)).astype(F32) * mscale)[:, None, :]
-        sin = (np.sin(theta.astype(np.float64)).astype(F32) * mscale)[:, None, :]
+        sin, cos = fast_sincos(theta)
+        cos, sin = (cos * mscale)[:, None, :], (sin * mscale)[:, None, :]
     rot = a[..., :nd]
     pairs = rot.reshape(a.shape[0], a.shape[1], half, 2) if mode == "normal" else rot.reshape(a.shape[0], a.shape[1], 2, half)
     u, w = (pairs[..., 0], pairs[..., 1]) if mode == "normal" else (pairs[..., 0, :], pairs[..., 1, :])
