@@ -244,6 +244,15 @@ def fast_rsqrt(v: np.ndarray) -> np.ndarray:
     return _two_ulp_away(q, ~((m == 0.5) & (e % 2 == 1)))
 
 
+def off_by(exact: np.ndarray, off: np.ndarray) -> np.ndarray:
+    """The float32 nearest exact + off that stays within |off| of ``exact``: an intrinsic played at
+    its documented worst (rounding the shifted value could carry it past the bound)."""
+    exact = np.asarray(exact, np.float64)
+    r = (exact + off).astype(F32)
+    over = np.abs(r.astype(np.float64) - exact) > np.abs(off)
+    return np.where(over, np.nextafter(r, exact.astype(F32)), r).astype(F32)
+
+
 def fast_log(x: np.ndarray) -> np.ndarray:
     """__logf(x) (``logf`` under -use_fast_math) at its documented worst: within 2^-21.41 absolute
     for x in [0.5, 2], 3 ulp elsewhere (the CUDA programming guide's intrinsic table); played as
@@ -254,13 +263,11 @@ def fast_log(x: np.ndarray) -> np.ndarray:
         exact = np.log(x.astype(np.float64))
     sign = np.where((x.view(np.uint32) & 1).astype(bool), 1.0, -1.0)
     near = (x >= 0.5) & (x <= 2)
-    shifted = exact + sign * np.where(near, FAST_LOGF_ABS, 3 * ulp32(np.where(np.isfinite(exact), exact, 1.0)))
-    keep = ~np.isfinite(exact) | (x == 1)
-    # the farthest float32 within the bound: round towards the exact value
-    r = shifted.astype(F32)
-    over = np.abs(r.astype(np.float64) - exact) > np.abs(shifted - exact)
-    r = np.where(over, np.nextafter(r, exact.astype(F32)), r)
-    return np.where(keep, exact.astype(F32), r).astype(F32)
+    finite = np.isfinite(exact)
+    off = sign * np.where(near, FAST_LOGF_ABS, 3 * ulp32(np.where(finite, exact, 1.0)))
+    with np.errstate(invalid="ignore"):
+        r = off_by(np.where(finite, exact, 0.0), off)
+    return np.where(~finite | (x == 1), exact.astype(F32), r).astype(F32)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 from gpu_impl.ops import rope as gpu_impl_rope
 from gpu_impl.ops.rope import _corr_range
 from properties.numerics.units import FAST_SINCOS_ABS, ulp32
-from properties.zoo.conforming._arith import F32
+from properties.zoo.conforming._arith import F32, off_by
 
 LOG2F_ABS_NEAR_ONE = 2.0 ** -22
 """``__log2f``'s documented absolute error for x in [0.5, 2] (2 ulp elsewhere)."""
@@ -29,9 +29,7 @@ def fast_log2(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, F32)
     exact = np.log2(x.astype(np.float64))
     near = (x >= 0.5) & (x <= 2)
-    off = np.where(near, LOG2F_ABS_NEAR_ONE, 2 * ulp32(exact)) * np.sign(exact)
-    r = (exact + off).astype(F32)
-    r = np.where(np.abs(r.astype(np.float64) - exact) > np.abs(off), np.nextafter(r, exact.astype(F32)), r)
+    r = off_by(exact, np.where(near, LOG2F_ABS_NEAR_ONE, 2 * ulp32(exact)) * np.sign(exact))
     return np.where(np.frexp(x)[0] == 0.5, exact.astype(F32), r).astype(F32)
 
 
@@ -57,12 +55,8 @@ def fast_sincos(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     is an assumption, measured on a device by ``properties.gpu.fast_math_premises``."""
     rev = (np.asarray(theta, F32) * INV_2PI_F32).astype(F32)
     frac = (rev - np.round(rev)).astype(np.float64) * 2 * math.pi
-    out = []
-    for v in (np.sin(frac), np.cos(frac)):
-        off = np.sign(v) * FAST_SINCOS_ABS
-        r = (v + off).astype(F32)  # the farthest float32 within the bound of v
-        out.append(np.where(np.abs(r.astype(np.float64) - v) > np.abs(off), np.nextafter(r, v.astype(F32)), r))
-    return out[0].astype(F32), out[1].astype(F32)
+    sin, cos = np.sin(frac), np.cos(frac)
+    return off_by(sin, np.sign(sin) * FAST_SINCOS_ABS), off_by(cos, np.sign(cos) * FAST_SINCOS_ABS)
 
 
 def rope(x: Any, positions: Any, n_dims: int | None = None, mode: str = "normal",
