@@ -63,8 +63,8 @@ def rope(x: Any, positions: Any, n_dims: int | None = None, mode: str = "normal"
          freq_base: float = 10000.0, freq_scale: float = 1.0, freq_factors: Any = None,
          ext_factor: float = 0.0, attn_factor: float = 1.0, beta_fast: float = 32.0,
          beta_slow: float = 1.0, n_ctx_orig: int = 0) -> np.ndarray:
-    checked = gpu_impl_rope(x, positions, n_dims, mode, freq_base, freq_scale, freq_factors, ext_factor,
-                            attn_factor, beta_fast, beta_slow, n_ctx_orig)  # gpu_impl's refusals
+    gpu_impl_rope(x, positions, n_dims, mode, freq_base, freq_scale, freq_factors, ext_factor,
+                  attn_factor, beta_fast, beta_slow, n_ctx_orig)  # gpu_impl's refusals, its result unused
     a = np.asarray(x, F32)
     nd = a.shape[-1] if n_dims is None else int(n_dims)
     half = nd // 2
@@ -93,5 +93,4 @@ def rope(x: Any, positions: Any, n_dims: int | None = None, mode: str = "normal"
     u, w = (pairs[..., 0], pairs[..., 1]) if mode == "normal" else (pairs[..., 0, :], pairs[..., 1, :])
     with np.errstate(over="ignore", invalid="ignore"):
         new = np.stack([u * cos - w * sin, u * sin + w * cos], axis=-1 if mode == "normal" else -2)
-    out = np.concatenate([new.reshape(a.shape[0], a.shape[1], nd), a[..., nd:]], axis=-1)
-    return out if checked.shape == out.shape else checked
+    return np.concatenate([new.reshape(a.shape[0], a.shape[1], nd), a[..., nd:]], axis=-1)
