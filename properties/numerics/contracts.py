@@ -31,9 +31,13 @@ from typing import Any
 
 import numpy as np
 
-from .exponentials import EXP_FORMS, EXPF, ExpForm
+from .exponentials import EXP2_FORMS, EXP2F, EXP_FORMS, EXPF, ExpForm
 from .orders import ALL_ORDERS, BLOCKED, COMPENSATED, PAIRWISE, SEQUENTIAL, TREE_ORDERS, WIDE, Order
-from .units import FAST_LOGF_ABS, FN_U, U32
+from .units import FN_U, METAL_FAST_LOG_ABS, METAL_FN_U, U32
+
+DEFAULT_FN_U = tuple(sorted((f, max(u, METAL_FN_U.get(f, 0.0))) for f, u in FN_U.items()))
+"""The default contract's elementary functions: the wider of CUDA's accurate functions and
+Metal's precise ones (``METAL_FN_U``: tanh 5 ulp, pow 16, exp / log / sin / cos 4)."""
 
 
 @dataclass(frozen=True)
@@ -50,21 +54,29 @@ class Contract:
     """NaN / +inf logits, wrong dtypes and empty rows must raise ValueError."""
     exp: tuple[ExpForm, ...] = EXP_FORMS
     """Formulations of e^d accepted (default: fast-math intrinsics too; strict: accurate ones)."""
-    quotient_u: float = 5.0
+    quotient_u: float = 6.0
     """Relative error in u of a logit divided (or multiplied) by a parameter given in float64
-    (l / t, l / r): the parameter rounded to float32 (1) and the quotient. Default (5): CUDA's
-    division under ``-prec-div=false`` (``-use_fast_math``, as ggml-CUDA builds) is documented
-    within 2 ulp of the float32 quotient (the programming guide's table of maximum ulp errors),
-    4 u, and covers l·fl(1/t) (2) and an IEEE division (1). Strict (2): one IEEE rounding, or
-    l·fl(1/t) of a float32 t."""
-    log_u: float = 6.0
-    """Relative error in u of a float32 logarithm's result. Default (6): ``logf`` / ``log2f`` under
-    ``-use_fast_math`` are ``__logf`` / ``__log2f``, documented within 3 ulp (2 ulp) outside
-    [0.5, 2]; strict (2, ``FN_U["log"]``): logf's 1 ulp."""
-    log_abs_u: float = FAST_LOGF_ABS / U32  # 6.02
+    (l / t, l / r): the parameter rounded to float32 (1) and the quotient. Default (6): Metal's
+    fast-math x / y is documented within 2.5 ulp (MSL 4.1 Table 8.2, the compiler's default mode),
+    5 u; CUDA's division under ``-prec-div=false`` (``-use_fast_math``, as ggml-CUDA builds)
+    within 2 ulp (the programming guide's table of maximum ulp errors), 4 u; both cover
+    l·fl(1/t) (2) and an IEEE division (1). Strict (2): one IEEE rounding, or l·fl(1/t) of a
+    float32 t."""
+    log_u: float = METAL_FN_U["log"]
+    """Relative error in u of a float32 logarithm's result. Default (8): Metal's precise log and
+    log2 are documented within 4 ulp (MSL 4.1 Table 8.1), its fast-math ones within 3 and 2 ulp
+    outside [0.5, 2], as CUDA's ``__logf`` / ``__log2f`` (``logf`` under ``-use_fast_math``);
+    strict (2, ``FN_U["log"]``): logf's 1 ulp."""
+    log_abs_u: float = METAL_FAST_LOG_ABS / U32  # 8
     """Absolute error in u of a float32 logarithm of an argument in [0.5, 2], where the result
-    nears 0 and a relative bound says nothing: ``__logf`` within 2^-21.41 (6.02 u), ``__log2f``
-    2^-22; strict: 0 (logf is within its ulp there too)."""
+    nears 0 and a relative bound says nothing: Metal's fast-math log within 2^-21 (8 u), CUDA's
+    ``__logf`` 2^-21.41 (6.02 u), ``__log2f`` and Metal's fast log2 2^-22; strict: 0 (logf is
+    within its ulp there too)."""
+    fn: tuple[tuple[str, float], ...] = DEFAULT_FN_U
+    """Elementary functions' relative error in u (tanh, sin / cos, erf, pow's floor, ...):
+    default the wider of CUDA's accurate functions and Metal's precise ones; strict CUDA's."""
+    exp2: tuple[ExpForm, ...] = EXP2_FORMS
+    """Formulations of 2^t accepted, at their own argument t (a pow computed as exp2(y·log2 x))."""
     batch_invariant: bool = False
     """Every op's rows must be bitwise equal whatever the batch size and row order."""
     batch_invariant_ops: frozenset[str] = frozenset()
@@ -75,6 +87,15 @@ class Contract:
         """The worst accepted exp's relative error at argument d, in u (elementwise)."""
         return np.maximum.reduce([np.asarray(f.u(d), dtype=np.float64) for f in self.exp]) if np.ndim(d) \
             else max(f.u(d) for f in self.exp)
+
+    def fn_u(self, name: str) -> float:
+        """The accepted relative error in u of elementary function ``name`` ("tanh", "sincos", ...)."""
+        return dict(self.fn)[name]
+
+    def exp2_u(self, t: Any) -> Any:
+        """The worst accepted exp2's relative error at argument t, in u (elementwise)."""
+        return np.maximum.reduce([np.asarray(f.u(t), dtype=np.float64) for f in self.exp2]) if np.ndim(t) \
+            else max(f.u(t) for f in self.exp2)
 
     def depth(self, n: int) -> float:
         return max(o.depth(n) for o in self.sums)
@@ -113,7 +134,7 @@ DIST_CDF_DEFAULT = (SEQUENTIAL, BLOCKED, PAIRWISE, COMPENSATED, WIDE)
 DIST_CDF_STRICT = (WIDE,)
 DEFAULT = Contract("default", ALL_ORDERS, DIST_CDF_DEFAULT, False, False, EXP_FORMS)
 STRICT = Contract("strict", TREE_ORDERS, DIST_CDF_STRICT, True, True, (EXPF,), quotient_u=2.0,
-                  log_u=FN_U["log"], log_abs_u=0.0)
+                  log_u=FN_U["log"], log_abs_u=0.0, fn=tuple(sorted(FN_U.items())), exp2=(EXP2F,))
 BATCH_INVARIANT = replace(DEFAULT, name="batch_invariant", batch_invariant=True)
 CONTRACTS = {c.name: c for c in (DEFAULT, STRICT, BATCH_INVARIANT)}
 _ACTIVE = [DEFAULT]
@@ -157,15 +178,23 @@ def log_error_u(ln_x: Any, base: float = math.e, c: Contract | None = None) -> A
     return out if np.ndim(ln_x) else float(out)
 
 
+def fn_u(name: str, c: Contract | None = None) -> float:
+    """Relative error in u of elementary function ``name`` accepted by the contract (``Contract.fn_u``)."""
+    return (c or _ACTIVE[0]).fn_u(name)
+
+
 def pow_u(ln_x: Any, y: Any, c: Contract | None = None) -> Any:
     """Relative error in u of x^y (given ln x) as a float32 pow the contract accepts computes it:
-    powf (``FN_U["pow"]``), or exp2(y·log2 x) in float32 as ``__powf`` (``-use_fast_math``) and
-    pow-free kernels do: the log2's error (``log_error_u``) times |y|, the product's rounding
-    (|y·ln x|) and exp2's (``FN_U["exp"]``), all scaled by ln 2 into the result. x^0 = 1 exactly
-    (C's pow, and exp2(0)); elementwise."""
+    a library pow (``fn_u("pow")``: powf's 4 ulp, Metal's precise pow 16), or exp2(y·log2 x) in
+    float32 as ``__powf`` (``-use_fast_math``), Metal's fast-math pow and pow-free kernels do: the
+    log2's error (``log_error_u``) times |y|, the product's rounding (|y·ln x|), both scaled by
+    ln 2 into the result, and exp2's at t = y·log2 x (``Contract.exp2_u``). x^0 = 1 exactly (C's
+    pow, and exp2(0)); elementwise."""
+    c = c or _ACTIVE[0]
     a, yy = np.asarray(ln_x, dtype=np.float64), np.abs(np.asarray(y, dtype=np.float64))
-    via_exp2 = math.log(2) * yy * log_error_u(a, base=2, c=c) + yy * np.abs(a) + FN_U["exp"]
-    out = np.where(yy == 0, 0.0, np.maximum(FN_U["pow"], via_exp2))
+    via_exp2 = (math.log(2) * yy * log_error_u(a, base=2, c=c) + yy * np.abs(a)
+                + c.exp2_u(yy * np.abs(a) / math.log(2)))
+    out = np.where(yy == 0, 0.0, np.maximum(c.fn_u("pow"), via_exp2))
     return out if np.ndim(out) else float(out)
 
 

@@ -2,7 +2,8 @@
 
 Units: ``unit_roundoff`` (u of float64/32/16, bfloat16), γ_k = k·u/(1 - k·u), ``ulp``, the
 elementary functions' allowances ``FN_U`` (twice CUDA's documented single-precision maximum ulp
-error; 1 ulp <= 2u): expf 2, logf 1, tanhf 2, sinf/cosf 2, erff 2, hypotf 3, powf 4 ulp.
+error; 1 ulp <= 2u): expf 2, logf 1, tanhf 2, sinf/cosf 2, erff 2, hypotf 3, powf 4 ulp; and
+``METAL_FN_U``, Metal's precise functions (the Metal Shading Language specification's Table 8.1).
 """
 from __future__ import annotations
 
@@ -31,6 +32,13 @@ SUBNORMAL_FLOOR = 2.0**-148  # absolute error floor of results in the subnormal 
 FTZ_FLOOR = F32_TINY  # results below the normal range may be flushed to zero (fast-math kernels)
 
 FN_U = {"exp": 4.0, "log": 2.0, "tanh": 4.0, "sincos": 4.0, "erf": 4.0, "hypot": 6.0, "pow": 8.0}
+METAL_FN_U = {"exp": 8.0, "log": 8.0, "tanh": 10.0, "sincos": 8.0, "pow": 32.0}
+"""Metal's precise single-precision functions in u (MSL 4.1 §8.4, Table 8.1: what ``-fno-fast-math``
+builds and the ``metal::precise`` namespace give, MLX's kernels among them): exp / exp2 / log / log2
+4 ulp, tanh 5, sin / cos 4, pow 16; division, 1.0 / x and rsqrt correctly rounded."""
+METAL_FAST_LOG_ABS = 2.0 ** -21
+"""Metal's fast-math ``log``'s absolute error for arguments in [0.5, 2] (MSL 4.1 Table 8.2, the
+Metal compiler's default mode; 3 ulp elsewhere; ``log2``: 2^-22, 2 ulp)."""
 FAST_LOGF_ABS = 2.0 ** -21.41
 """``__logf``'s documented absolute error for arguments in [0.5, 2] (``logf`` under -use_fast_math;
 3 ulp elsewhere): the CUDA programming guide's table of intrinsic functions."""

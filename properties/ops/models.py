@@ -5,9 +5,10 @@ may differ from the exact result by ``bound · u · scale`` (plus the FTZ floor)
 Every reduction of n terms is the contract's model (``numerics.Contract``): ``_depth(n)`` is
 the γ index of a sum in any order the active contract accepts (default: any order, so
 sequential's n - 1; strict: a tree's ⌈log2 n⌉), ``_dot(k)`` that of a k-term dot product.
-Elementary functions are allowed ``numerics.FN_U[f]`` u (twice CUDA's documented
-single-precision maximum ulp error); exp the contract's ``numerics.exp_u`` (fast-math
-intrinsics included under the default contract), log the contract's ``numerics.log_error_u``.
+Elementary functions are allowed the contract's ``numerics.fn_u(f)`` u (strict: twice CUDA's
+documented single-precision maximum ulp error; default: the wider of that and Metal's precise
+functions); exp the contract's ``numerics.exp_u`` (fast-math intrinsics included under the
+default contract), log the contract's ``numerics.log_error_u``.
 """
 from __future__ import annotations
 
@@ -134,8 +135,8 @@ def rope_geometry(case: OpCase) -> tuple[np.ndarray, float, np.ndarray, np.ndarr
 
 def rope_model(case: OpCase, exact: np.ndarray):
     """Rotated entries: relative to mscale·(pair norm), |theta|·(6 + table_i) for the angle (p·f
-    rounded, the freq factor, freq_scale and YaRN's mix: 6) + 12 for sin/cos, mscale and the
-    rotation. The frequency table of pair i: an iterated product theta_scale^i costs 2i, and
+    rounded, the freq factor, freq_scale and YaRN's mix: 6) + the contract's sin/cos
+    (``numerics.fn_u("sincos")``) + 8 for mscale and the rotation. The frequency table of pair i: an iterated product theta_scale^i costs 2i, and
     ggml-CUDA's p·powf(theta_scale, i) costs i for theta_scale's float32 rounding plus the
     contract's pow (``numerics.pow_u``: ``__powf`` under -use_fast_math is exp2(i·log2 theta_scale));
     the larger is allowed. Pass-through entries must be copied exactly."""
@@ -145,7 +146,7 @@ def rope_model(case: OpCase, exact: np.ndarray):
     i = np.arange(nd // 2)
     ln_scale = -2.0 * math.log(case.params.get("freq_base", 10000.0)) / nd  # ln theta_scale
     table = np.maximum(2 * i, i + numerics.pow_u(ln_scale, i))
-    pair_bound = (np.abs(theta) * (6 + table) + 12)[:, None, :]
+    pair_bound = (np.abs(theta) * (6 + table) + numerics.fn_u("sincos") + 8)[:, None, :]
     scale, bound = np.abs(x), np.zeros(x.shape)
     for idx in (first, second):
         scale[..., idx], bound[..., idx] = norm, pair_bound
@@ -156,7 +157,7 @@ def attention_model(case: OpCase, exact: np.ndarray, dq: np.ndarray | None = Non
                     dk: np.ndarray | None = None):
     """Per output (t, h, d), relative to sum_j p_j |v_jd|: each score carries (Dk + 2)·scale·
     sum|q||k| (the dot and the scaling; plus RoPE's input errors dq, dk in u when given), softcap
-    adds 6|s'|; exp adds 2|s_j - m| + 4; the normaliser adds the p-weighted mean of those plus
+    adds the contract's tanh + 2 times |s'|; exp adds 2|s_j - m| + the contract's exp; the normaliser adds the p-weighted mean of those plus
     the n-term sum, and the weighted sum of values another n terms; the final out / S (or
     out·(1 / S)) the contract's quotient (``numerics.quotient_u``) and 2 for the running
     rescale's products."""
@@ -176,7 +177,7 @@ def attention_model(case: OpCase, exact: np.ndarray, dq: np.ndarray | None = Non
     cap = p.get("softcap", 0.0)
     if cap:
         s = cap * np.tanh(s / cap)
-        delta += 6 * np.abs(s)
+        delta += (numerics.fn_u("tanh") + 2) * np.abs(s)
     vis = visibility(np.asarray(a["q_pos"]), np.asarray(a["k_pos"]), p.get("causal", True), p.get("window", 0))
     s = np.where(vis[None], s, -np.inf)
     d = np.where(vis[None], s - s.max(axis=-1, keepdims=True), 0.0)
@@ -194,9 +195,16 @@ def attention_model(case: OpCase, exact: np.ndarray, dq: np.ndarray | None = Non
 
 def gate_model(case: OpCase, exact: np.ndarray):
     """x·gate(x): absolute relative to |x| + |y| (engines' 1 + tanh / 1 + erf cancel for x ≪ 0),
-    8 u: the gate function's 4 u plus the argument and the products."""
+    the gate function's error (the contract's tanh, erf or exp: ``_gate_fn_u``) + 4 for the
+    argument and the products."""
     x = _f64(case.arrays["x"])
-    return np.abs(x) + np.abs(np.where(np.isfinite(exact), exact, 0.0)), np.full(x.shape, 8.0)
+    return np.abs(x) + np.abs(np.where(np.isfinite(exact), exact, 0.0)), np.full(x.shape, _gate_fn_u() + 4)
+
+
+def _gate_fn_u() -> float:
+    """The accepted error of the function inside a gate: tanh (GELU's approximation), erf (exact
+    GELU) or exp (SiLU's 1 / (1 + e^-x))."""
+    return max(numerics.fn_u(f) for f in ("tanh", "erf", "exp"))
 
 
 def gated_product_model(case: OpCase, exact: np.ndarray):
@@ -205,12 +213,13 @@ def gated_product_model(case: OpCase, exact: np.ndarray):
 
     g, up = _f64(case.arrays["gate"]), _f64(case.arrays["up"])
     act = ops.silu(g) if case.op == "swiglu" else ops.gelu(g, case.params.get("approximate", "tanh"))
-    return (np.abs(g) + np.abs(act)) * np.abs(up), np.full(g.shape, 10.0)
+    return (np.abs(g) + np.abs(act)) * np.abs(up), np.full(g.shape, _gate_fn_u() + 6)
 
 
 def softcap_model(case: OpCase, exact: np.ndarray):
-    """c·tanh(x/c), relative: x/c, tanh's 4 u, ·c, and c rounded to fp32."""
-    return np.abs(exact), np.full(exact.shape, 8.0)
+    """c·tanh(x/c), relative: x/c, the contract's tanh (``numerics.fn_u("tanh")``), ·c, and c
+    rounded to fp32."""
+    return np.abs(exact), np.full(exact.shape, numerics.fn_u("tanh") + 4)
 
 
 def embedding_model(case: OpCase, exact: np.ndarray):
@@ -230,7 +239,7 @@ def output_logits_model(case: OpCase, exact: np.ndarray):
     h, w = np.abs(_f64(case.arrays["hidden"])), np.abs(_f64(case.arrays["w_out"]))
     base = h @ w[: case.params["n_vocab"]].T
     if case.params.get("softcap", 0.0):
-        return base + np.abs(exact), np.full(exact.shape, _dot(h.shape[1]) + 10.0)
+        return base + np.abs(exact), np.full(exact.shape, _dot(h.shape[1]) + 2 + numerics.fn_u("tanh") + 4)
     return base, np.full(exact.shape, _dot(h.shape[1]) + 2.0)
 
 

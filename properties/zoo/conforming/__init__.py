@@ -21,6 +21,9 @@ MEMBERS: dict[str, str] = {
     "cuda_fast_math": "FlashInfer / -use_fast_math CUDA: __expf (ex2.approx of fl(d·log2e), one ulp off, FTZ) in "
                       "softmax, samplers, log-softmax and 64-key flash attention; temp's l / t and every 1.0f / s "
                       "2 ulp off (-prec-div=false), rsqrtf 2 ulp off, __logf at its documented worst; block sums and scans",
+    "metal_fast_math": "Metal at its documented worst (MSL 4.1 Tables 8.1 / 8.2): fast::exp (3 + floor(|2d|) ulp) in "
+                       "softmax and samplers, fast::log, 1.0 / s 1 ulp and l / t 2.5 ulp off; fast::exp2 of prescaled "
+                       "scores in 32-key attention; precise exp2 / sin / cos RoPE, precise tanh GELU and softcap",
     "hf_warpers": "transformers' own TopP / MinP / Temperature warpers on float32 torch rows (ascending sort, "
                   "cum <= 1 - p, min_keep by torch.topk of probabilities), torch.argmax greedy; samplers only",
     "vllm_sampler": "vLLM's sampler arithmetic in torch float32: ascending sort + float32 1 - p mask, min_p on "

@@ -209,17 +209,17 @@ def fast_exp(d: np.ndarray) -> np.ndarray:
         return np.where(np.abs(r) < np.finfo(F32).tiny, F32(0), r).astype(F32)
 
 
-def _two_ulp_away(q: np.ndarray, movable: np.ndarray) -> np.ndarray:
-    """The float32 farthest from the float64 ``q``, away from zero, within 2 ulp of it (where
-    ``movable``; elsewhere q rounded), subnormal results flushed: a result at the worst of a
-    2-ulp intrinsic's documented error."""
+def ulps_away(q: np.ndarray, movable: np.ndarray, limit: float = 2.0) -> np.ndarray:
+    """The float32 farthest from the float64 ``q``, away from zero, within ``limit`` ulp of it
+    (where ``movable``; elsewhere q rounded), subnormal results flushed: a result at the worst of
+    an intrinsic documented within ``limit`` ulp."""
     r = np.asarray(q, np.float64).astype(F32)
     moved = movable & np.isfinite(r) & (np.abs(r) >= np.finfo(F32).tiny)
     with np.errstate(invalid="ignore"):  # -inf rows: inf - inf, never taken
-        for _ in range(3):  # at most two steps stay within 2 ulp of q
+        for _ in range(int(limit) + 1):  # at most ⌊limit⌋ steps stay within limit ulp of q
             away = np.nextafter(r, np.copysign(F32(np.inf), r))
             ulp = np.abs(away.astype(np.float64) - r.astype(np.float64))
-            r = np.where(moved & np.isfinite(away) & (np.abs(away.astype(np.float64) - q) <= 2 * ulp), away, r)
+            r = np.where(moved & np.isfinite(away) & (np.abs(away.astype(np.float64) - q) <= limit * ulp), away, r)
     return np.where(np.abs(r) < np.finfo(F32).tiny, F32(0), r).astype(F32)
 
 
@@ -231,7 +231,7 @@ def fast_divide(x: np.ndarray, t: np.ndarray) -> np.ndarray:
     x, t = np.asarray(x, F32), np.asarray(t, F32)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         q = x.astype(np.float64) / t.astype(np.float64)
-    return _two_ulp_away(q, np.broadcast_to(np.frexp(t)[0] != 0.5, q.shape))
+    return ulps_away(q, np.broadcast_to(np.frexp(t)[0] != 0.5, q.shape))
 
 
 def fast_rsqrt(v: np.ndarray) -> np.ndarray:
@@ -241,7 +241,7 @@ def fast_rsqrt(v: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         q = 1.0 / np.sqrt(v.astype(np.float64))
     m, e = np.frexp(v)
-    return _two_ulp_away(q, ~((m == 0.5) & (e % 2 == 1)))
+    return ulps_away(q, ~((m == 0.5) & (e % 2 == 1)))
 
 
 def off_by(exact: np.ndarray, off: np.ndarray) -> np.ndarray:
@@ -271,6 +271,24 @@ def fast_log(x: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class Intrinsics:
+    """A fast-math build's elementary operations, each at its documented worst."""
+
+    name: str
+    exp: Callable[[np.ndarray], np.ndarray]
+    """e^d of a float32 argument."""
+    log: Callable[[np.ndarray], np.ndarray]
+    reciprocal: Callable[[np.ndarray], np.ndarray]
+    """1 / s."""
+    divide: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    """x / t."""
+
+
+CUDA_FAST = Intrinsics("CUDA -use_fast_math", fast_exp, fast_log, lambda s: fast_divide(F32(1), s), fast_divide)
+"""``__expf``, ``__logf``, and -prec-div=false's 1.0f / s and x / t (2 ulp off)."""
+
+
+@dataclass(frozen=True)
 class Arith:
     """One engine's arithmetic: how it sums, how it scans, how it normalises."""
 
@@ -282,23 +300,23 @@ class Arith:
     online: bool = False
     """The softmax normaliser comes from ``online_sum_exp`` (one pass, rescaled)."""
 
-    fast_math: bool = False
-    """e^d by ``fast_exp`` (CUDA -use_fast_math / FlashInfer), else expf; the reciprocal
-    1.0f / s by ``fast_divide`` (-prec-div=false), 2 ulp off; ln by ``fast_log``."""
+    fast: Intrinsics | None = None
+    """A fast-math build's exp, log and division (``CUDA_FAST``, ``_metal.METAL_FAST``), else
+    expf, logf and IEEE division."""
 
     def exp(self, d: np.ndarray) -> np.ndarray:
         """expf of a float32 argument (NumPy's vectorised float32 exp, within an ulp or two), or
         the fast-math intrinsic."""
-        return fast_exp(d) if self.fast_math else np.exp(d)
+        return self.fast.exp(d) if self.fast else np.exp(d)
 
     def log(self, x: np.ndarray) -> np.ndarray:
-        """logf (NumPy's float32 log), or the fast-math intrinsic ``fast_log``."""
-        return fast_log(x) if self.fast_math else np.log(x)
+        """logf (NumPy's float32 log), or the fast-math intrinsic."""
+        return self.fast.log(x) if self.fast else np.log(x)
 
     def normalise(self, e: np.ndarray, s: np.ndarray) -> np.ndarray:
         safe = np.where(s > 0, s, F32(1))
         if self.reciprocal:
-            return e * (fast_divide(F32(1), safe) if self.fast_math else F32(1) / safe)
+            return e * (self.fast.reciprocal(safe) if self.fast else F32(1) / safe)
         return e / safe
 
 
@@ -306,5 +324,5 @@ SEQUENTIAL = Arith("sequential", sequential_sum, sequential_scan)
 BLOCK = Arith("block", block_sum, block_scan, reciprocal=True)
 ONLINE = Arith("online", block_sum, block_scan, reciprocal=True, online=True)
 KAHAN = Arith("kahan", kahan_sum, kahan_scan)
-FAST_MATH = Arith("fast_math", block_sum, block_scan, reciprocal=True, fast_math=True)
+FAST_MATH = Arith("fast_math", block_sum, block_scan, reciprocal=True, fast=CUDA_FAST)
 F64 = Arith("f64", f64_sum, f64_scan)

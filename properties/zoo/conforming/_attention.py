@@ -21,7 +21,8 @@ from properties.zoo.conforming._arith import F32
 
 def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale: float, cap: float,
            tile: int, acc: type, reciprocal: bool | Callable[[np.ndarray], np.ndarray], rescale: bool = True,
-           exp: Callable[[np.ndarray], np.ndarray] = np.exp) -> np.ndarray:
+           exp: Callable[[np.ndarray], np.ndarray] = np.exp,
+           tanh: Callable[[np.ndarray], np.ndarray] = np.tanh) -> np.ndarray:
     g = q.shape[1] // k.shape[1]
     kk, vv = np.repeat(k, g, axis=1).astype(acc), np.repeat(v, g, axis=1).astype(acc)
     qq = q.astype(acc)
@@ -37,7 +38,7 @@ def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale:
         vis = seen[:, lo:lo + tile]  # [Tq, t]
         sc = np.einsum("thd,jhd->thj", qq, kk[lo:lo + tile]) * acc(scale)
         if cap > 0:
-            sc = acc(cap) * np.tanh(sc / acc(cap))
+            sc = acc(cap) * tanh(sc / acc(cap))
         sc = np.where(vis[:, None, :], sc, acc(-np.inf))
         m_new = np.maximum(m, sc.max(axis=-1))
         base = np.where(m_new > -np.inf, m_new, acc(0))
@@ -56,8 +57,8 @@ def _flash(q: np.ndarray, k: np.ndarray, v: np.ndarray, seen: np.ndarray, scale:
 
 
 def make_attention(tile: int, acc: type = F32, reciprocal: bool | Callable[[np.ndarray], np.ndarray] = False,
-                   rescale: bool = True,
-                   exp: Callable[[np.ndarray], np.ndarray] = np.exp) -> Callable[..., np.ndarray]:
+                   rescale: bool = True, exp: Callable[[np.ndarray], np.ndarray] = np.exp,
+                   tanh: Callable[[np.ndarray], np.ndarray] = np.tanh) -> Callable[..., np.ndarray]:
     """``reciprocal``: out·(1 / s) instead of out / s, or out·reciprocal(s) with the engine's own
     1 / s. ``rescale=False`` leaves the value accumulator unscaled when a later tile raises the
     max: the classic flash-attention slip, kept here for the near-threshold zoo."""
@@ -76,7 +77,7 @@ def make_attention(tile: int, acc: type = F32, reciprocal: bool | Callable[[np.n
             t = int(np.flatnonzero(~seen.any(axis=1))[0])
             raise ValueError(f"query {t} at position {int(qp[t])} sees no key (causal={causal}, window={window})")
         with quiet():
-            return _flash(q32, k32, v32, seen, sc, cap, tile, acc, reciprocal, rescale, exp).astype(F32)
+            return _flash(q32, k32, v32, seen, sc, cap, tile, acc, reciprocal, rescale, exp, tanh).astype(F32)
     return attention
 
 

@@ -7,11 +7,13 @@ float32 angle times mscale, and the rotation in float32.
 ``fast_pow`` plays ``__log2f`` at its documented worst (2^-22 absolute for x in [0.5, 2], 2 ulp
 elsewhere) and ex2.approx one ulp off (``fast_exp2``: exact at integers); the sine and cosine
 are the float32-rounded values of the float32 angle (``__sinf``'s error outside [-π, π] is not
-documented, so it is not modelled). Validation and the corner cases are gpu_impl's."""
+documented, so it is not modelled). Validation and the corner cases are gpu_impl's.
+``make_rope`` is the same kernel with another frequency table and sine / cosine (the Metal
+member's)."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -59,20 +61,41 @@ def fast_sincos(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return off_by(sin, np.sign(sin) * FAST_SINCOS_ABS), off_by(cos, np.sign(cos) * FAST_SINCOS_ABS)
 
 
-def rope(x: Any, positions: Any, n_dims: int | None = None, mode: str = "normal",
-         freq_base: float = 10000.0, freq_scale: float = 1.0, freq_factors: Any = None,
-         ext_factor: float = 0.0, attn_factor: float = 1.0, beta_fast: float = 32.0,
-         beta_slow: float = 1.0, n_ctx_orig: int = 0) -> np.ndarray:
-    gpu_impl_rope(x, positions, n_dims, mode, freq_base, freq_scale, freq_factors, ext_factor,
-                  attn_factor, beta_fast, beta_slow, n_ctx_orig)  # gpu_impl's refusals, its result unused
-    a = np.asarray(x, F32)
-    nd = a.shape[-1] if n_dims is None else int(n_dims)
+def cuda_table(freq_base: float, nd: int) -> np.ndarray:
+    """ggml-CUDA's frequencies: theta_scale = powf(base, -2/n_dims) on the host (correctly rounded),
+    ``__powf(theta_scale, i)`` on the device."""
+    theta_scale = F32(math.pow(F32(freq_base), F32(-2.0) / F32(nd)))
+    return fast_pow(np.full(nd // 2, theta_scale, F32), np.arange(nd // 2, dtype=F32))
+
+
+Table = Callable[[float, int], np.ndarray]
+SinCos = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def make_rope(table: Table, sincos: SinCos) -> Callable[..., np.ndarray]:
+    """A RoPE kernel: pair i's frequency from ``table(freq_base, n_dims)``, the angle p·f_i and the
+    rest in float32, sin and cos by ``sincos``."""
+    def rope(x: Any, positions: Any, n_dims: int | None = None, mode: str = "normal",
+             freq_base: float = 10000.0, freq_scale: float = 1.0, freq_factors: Any = None,
+             ext_factor: float = 0.0, attn_factor: float = 1.0, beta_fast: float = 32.0,
+             beta_slow: float = 1.0, n_ctx_orig: int = 0) -> np.ndarray:
+        gpu_impl_rope(x, positions, n_dims, mode, freq_base, freq_scale, freq_factors, ext_factor,
+                      attn_factor, beta_fast, beta_slow, n_ctx_orig)  # gpu_impl's refusals, its result unused
+        a = np.asarray(x, F32)
+        nd = a.shape[-1] if n_dims is None else int(n_dims)
+        return _rotate(a, nd, positions, mode, table(freq_base, nd), freq_base, freq_scale, freq_factors,
+                       ext_factor, attn_factor, beta_fast, beta_slow, n_ctx_orig, sincos)
+    return rope
+
+
+def _rotate(a: np.ndarray, nd: int, positions: Any, mode: str, freqs: np.ndarray, freq_base: float,
+            freq_scale: float, freq_factors: Any, ext_factor: float, attn_factor: float, beta_fast: float,
+            beta_slow: float, n_ctx_orig: int, sincos: SinCos) -> np.ndarray:
     half = nd // 2
     i = np.arange(half, dtype=F32)
-    theta_scale = F32(math.pow(F32(freq_base), F32(-2.0) / F32(nd)))  # host powf, correctly rounded
     pos = np.asarray(positions).astype(F32)[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
-        theta = pos * fast_pow(np.full(half, theta_scale, F32), i)[None, :]
+        theta = pos * freqs[None, :]
         if freq_factors is not None:
             theta = theta / np.asarray(freq_factors, F32)[:half][None, :]
         fs = F32(freq_scale)
@@ -86,7 +109,7 @@ def rope(x: Any, positions: Any, n_dims: int | None = None, mode: str = "normal"
             mscale = mscale * (F32(1) + F32(0.1) * np.log(F32(1) / fs))
         else:
             theta = interp
-        sin, cos = fast_sincos(theta)
+        sin, cos = sincos(theta)
         cos, sin = (cos * mscale)[:, None, :], (sin * mscale)[:, None, :]
     rot = a[..., :nd]
     pairs = rot.reshape(a.shape[0], a.shape[1], half, 2) if mode == "normal" else rot.reshape(a.shape[0], a.shape[1], 2, half)
@@ -94,3 +117,7 @@ def rope(x: Any, positions: Any, n_dims: int | None = None, mode: str = "normal"
     with np.errstate(over="ignore", invalid="ignore"):
         new = np.stack([u * cos - w * sin, u * sin + w * cos], axis=-1 if mode == "normal" else -2)
     return np.concatenate([new.reshape(a.shape[0], a.shape[1], nd), a[..., nd:]], axis=-1)
+
+
+rope = make_rope(cuda_table, fast_sincos)
+"""ggml-CUDA's RoPE under -use_fast_math."""

@@ -15,7 +15,7 @@ import numpy as np
 
 import gpu_impl
 from gpu_impl._array import as_logits, nonneg, row_param, unit_param
-from properties.zoo.conforming._arith import F32, Arith, fast_divide, online_sum_exp
+from properties.zoo.conforming._arith import F32, Arith, online_sum_exp
 
 NEG_INF = F32(-np.inf)
 
@@ -194,15 +194,15 @@ def make_dist(ar: Arith, ch: Choices) -> Callable[..., np.ndarray]:
     return dist
 
 
-def make_fast_temp() -> Callable[..., np.ndarray]:
-    """l / t by -prec-div=false's division (``fast_divide``) on the rows with t > 0 (t == 1 and
-    t <= 0 as gpu_impl: an exact no-op, the argmax kept)."""
+def make_fast_temp(divide: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+    """l / t by a fast-math build's division (``Intrinsics.divide``) on the rows with t > 0 (t == 1
+    and t <= 0 as gpu_impl: an exact no-op, the argmax kept)."""
     def temp(logits: Any, t: Any) -> np.ndarray:
         out = np.array(gpu_impl.temp(logits, t), dtype=F32)  # validation, t <= 0 and t == 1
         x = np.asarray(logits, dtype=F32)
         tt = np.broadcast_to(np.asarray(t, dtype=F32), (x.shape[0],))
         rows = (tt > 0) & np.isfinite(tt) & (tt != 1)
-        out[rows] = fast_divide(x[rows], tt[rows, None])
+        out[rows] = divide(x[rows], tt[rows, None])
         return out
     return temp
 
@@ -212,8 +212,8 @@ def sampler_functions(ar: Arith, ch: Choices, *, min_p_on_probs: bool = False) -
     division is not IEEE's)."""
     out = {"softmax": make_softmax(ar, ch), "top_k": make_top_k(ch), "top_p": make_top_p(ar, ch),
            "typical": make_typical(ar, ch), "dist": make_dist(ar, ch)}
-    if ar.fast_math:
-        out["temp"] = make_fast_temp()
+    if ar.fast:
+        out["temp"] = make_fast_temp(ar.fast.divide)
     if min_p_on_probs:
         out["min_p"] = make_min_p_on_probs(ar, ch)
     return out
