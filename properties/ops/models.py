@@ -65,7 +65,7 @@ def _softmax_terms(case: OpCase):
 def softmax_model(case: OpCase, exact: np.ndarray):
     """p_i: relative (2|z_i - m| + rounded-argument terms + exp) + the same averaged over the
     row + the normaliser sum's depth + the contract's quotient for e_i / S or e_i·(1 / S)
-    (``numerics.quotient_u``: 5 by default, CUDA's -prec-div=false; 2 strict)."""
+    (``numerics.quotient_u``: 6 by default, Metal's fast-math division; 2 strict)."""
     p, d, E, Ebar, n, _ = _softmax_terms(case)
     ax = case.params.get("axis", -1)
     return np.moveaxis(p, -1, ax), np.moveaxis(E + Ebar + _depth(n) + numerics.quotient_u(), -1, ax)
@@ -73,7 +73,7 @@ def softmax_model(case: OpCase, exact: np.ndarray):
 
 def log_softmax_model(case: OpCase, exact: np.ndarray):
     """Absolute error 2|z_i - m| + the normaliser's relative error (as softmax) + log's error at S
-    (``numerics.log_error_u``: 2|ln S| strict, fast-math's 6|ln S| + 6.02 near S = 1 by default)
+    (``numerics.log_error_u``: 2|ln S| strict, 8|ln S| + 8 near S = 1 by default)
     + the final subtraction |y_i| (covers log(softmax) too, where p does not underflow); stated
     relative to the magnitude those terms come from, 1 + |z_i - m| + |y_i| + |ln S| + argument
     roundings, so that errors read in u of the numbers involved."""

@@ -18,7 +18,7 @@ a tuned constant:
 - top_n_sigma: max - n·σ with σ from two passes: the squares' sum (``sum_bound``), the divide and
   the root (σ·(θ_sq/2 + 3u)), the mean's error at second order, and the threshold's roundings;
 - typical's scores |-ln p^ - H^|: each -ln p^ within ρ_i + u·log_error_u(ln p) (logf: 2u·|ln p|
-  strict, fast-math's 6u·|ln p|, + 6.02u for p >= 0.5, by default), H^ within
+  strict, 8u·|ln p| (Metal's 4-ulp log), + 8u for p >= 0.5 (its fast log's 2^-21), by default), H^ within
   θ·Σp|ln p + 1| + uΣp(|d| + exp_u(d) + 2)|ln p + 1| + uH + uΣp·log_error_u(ln p) + the sum's own
   bound; tokens whose fp32 probability is below the normal range (l - max < ln 2^-126, ±S) carry
   no relative precision at all and are one tie group (``properties.ties``: the underflowed zeros);
