@@ -313,6 +313,10 @@ class Arith:
         """logf (NumPy's float32 log), or the fast-math intrinsic."""
         return self.fast.log(x) if self.fast else np.log(x)
 
+    def divide(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """x / y: IEEE's, or the fast-math build's."""
+        return self.fast.divide(x, y) if self.fast else x / y
+
     def normalise(self, e: np.ndarray, s: np.ndarray) -> np.ndarray:
         safe = np.where(s > 0, s, F32(1))
         if self.reciprocal:

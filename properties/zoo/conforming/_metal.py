@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from properties.numerics.units import METAL_FAST_LOG_ABS, ulp32
-from properties.zoo.conforming._arith import (F32, Arith, Intrinsics, block_scan, block_sum, off_by, ulps_away)
+from properties.zoo.conforming._arith import (F32, Arith, Intrinsics, block_scan, block_sum, fast_rsqrt, off_by,
+                                              ulps_away)
 
 TINY = np.finfo(F32).tiny
 
@@ -104,6 +105,14 @@ def precise_sincos(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     th = np.asarray(theta, F32)
     s, c = np.sin(th.astype(np.float64)), np.cos(th.astype(np.float64))
     return _at_worst(th, s, np.full(th.shape, 4.0)), _at_worst(-th, c, np.full(th.shape, 4.0))
+
+
+def fast_inv_sqrt(v: np.ndarray) -> np.ndarray:
+    """1.0f / sqrt(v) as ggml-metal's norms write it under fast math: sqrt is v·rsqrt(v) (Table 8.2,
+    rsqrt within 2 ulp), then the 1-ulp reciprocal, each at its worst."""
+    v = np.asarray(v, F32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return fast_reciprocal((v * fast_rsqrt(v)).astype(F32))
 
 
 METAL_FAST = Intrinsics("Metal fast math", fast_exp, fast_log, fast_reciprocal, fast_divide)

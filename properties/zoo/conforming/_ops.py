@@ -146,7 +146,7 @@ def make_rms_norm(ar: Arith, inv_sqrt: Callable = inv_sqrt_div) -> Callable[...,
     def rms_norm(x: Any, weight: Any = None, eps: float = 1e-6, unit_offset: bool = False) -> np.ndarray:
         _, a, e, aff = _setup(x, eps, {"weight": weight})
         with quiet():
-            mean = ar.sum(a * a) / F32(a.shape[-1])
+            mean = ar.divide(ar.sum(a * a), F32(a.shape[-1]))
             y = a * inv_sqrt(mean + F32(e))[..., None]
             return _affine(y, aff, unit_offset)
     return rms_norm
@@ -158,8 +158,8 @@ def make_layer_norm(ar: Arith, inv_sqrt: Callable = inv_sqrt_div) -> Callable[..
         _, a, e, aff = _setup(x, eps, {"weight": weight, "bias": bias})
         n = F32(a.shape[-1])
         with quiet():
-            c = a - (ar.sum(a) / n)[..., None]
-            y = c * inv_sqrt(ar.sum(c * c) / n + F32(e))[..., None]
+            c = a - ar.divide(ar.sum(a), n)[..., None]
+            y = c * inv_sqrt(ar.divide(ar.sum(c * c), n) + F32(e))[..., None]
             return _affine(y, aff)
     return layer_norm
 

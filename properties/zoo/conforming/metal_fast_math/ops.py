@@ -1,6 +1,7 @@
 """Metal ops at the documented worst of the functions they call (Metal Shading Language
 specification 4.1, §8.4): softmax and log-softmax with ``fast::exp`` and ``fast::log`` and
-x·(1.0 / s) (1 ulp), norms with fast math's rsqrt (2 ulp), a 32-lane SIMD dot for matmul; MLX's
+x·(1.0 / s) (1 ulp), ggml-metal's norms (sum / n at 2.5 ulp, 1.0f / sqrt with sqrt = x·rsqrt(x),
+rsqrt 2 ulp), a 32-lane SIMD dot for matmul; MLX's
 prefill attention (``fast::exp2`` of scores prescaled by log2 e, 32-key tiles, 1.0 / s at the end,
 softcap by ``precise::tanh``); MLX's RoPE frequencies (``precise::exp2`` of -(2i / n_dims)·log2
 base, 4 ulp) with ``precise::sin`` / ``cos`` (4 ulp: fast math's are documented only within 2^-13
@@ -14,10 +15,10 @@ from typing import Any
 import numpy as np
 
 import gpu_impl.ops as base
-from properties.zoo.conforming._arith import F32, fast_rsqrt
+from properties.zoo.conforming._arith import F32
 from properties.zoo.conforming._attention import attention_functions, make_attention
 from properties.zoo.conforming._build import install
-from properties.zoo.conforming._metal import (METAL, fast_divide, fast_exp, fast_exp2, fast_reciprocal,
+from properties.zoo.conforming._metal import (METAL, fast_divide, fast_exp, fast_exp2, fast_inv_sqrt, fast_reciprocal,
                                               precise_exp2, precise_sincos, precise_tanh)
 from properties.zoo.conforming._ops import dot_simd, op_functions
 from properties.zoo.conforming._rope import make_rope
@@ -87,7 +88,7 @@ def softcap(x: Any, cap: float) -> np.ndarray:
 
 
 install(globals(), "gpu_impl.ops", {
-    **op_functions(METAL, dot_simd, fast_rsqrt),
+    **op_functions(METAL, dot_simd, fast_inv_sqrt),
     "rope": make_rope(mlx_table, precise_sincos),
     "gelu": gelu, "silu": silu, "swiglu": swiglu, "geglu": geglu, "softcap": softcap,
     **attention_functions(make_attention(tile=32, reciprocal=fast_reciprocal, exp=_prescaled_exp,
