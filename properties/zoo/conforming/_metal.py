@@ -36,30 +36,32 @@ def _at_worst(x: np.ndarray, exact: np.ndarray, ulps: np.ndarray) -> np.ndarray:
     return np.where(np.abs(r) < TINY, F32(0), r).astype(F32)
 
 
+def _exponential(base_fn, x: np.ndarray, ulps) -> np.ndarray:
+    """base_fn(x) (np.exp or np.exp2) within ``ulps(x)`` ulp at its worst; 1 exactly at x = 0."""
+    x = np.asarray(x, F32)
+    with np.errstate(over="ignore", under="ignore"):
+        exact = base_fn(x.astype(np.float64))
+    return np.where(x == 0, F32(1), _at_worst(x, exact, ulps(x.astype(np.float64)))).astype(F32)
+
+
+def _table_8_2(x: np.ndarray) -> np.ndarray:
+    """Fast math's exp / exp2 bound: 3 + floor(|2x|) ulp."""
+    return 3 + np.floor(np.abs(2 * x))
+
+
 def fast_exp(d: np.ndarray) -> np.ndarray:
     """fast::exp(d): within 3 + floor(|2d|) ulp (Table 8.2)."""
-    d = np.asarray(d, F32)
-    with np.errstate(over="ignore", under="ignore"):
-        exact = np.exp(d.astype(np.float64))
-    r = _at_worst(d, exact, 3 + np.floor(np.abs(2 * d.astype(np.float64))))
-    return np.where(d == 0, F32(1), r).astype(F32)
+    return _exponential(np.exp, d, _table_8_2)
 
 
 def fast_exp2(t: np.ndarray) -> np.ndarray:
     """fast::exp2(t): within 3 + floor(|2t|) ulp (Table 8.2)."""
-    t = np.asarray(t, F32)
-    with np.errstate(over="ignore", under="ignore"):
-        exact = np.exp2(t.astype(np.float64))
-    r = _at_worst(t, exact, 3 + np.floor(np.abs(2 * t.astype(np.float64))))
-    return np.where(t == 0, F32(1), r).astype(F32)
+    return _exponential(np.exp2, t, _table_8_2)
 
 
 def precise_exp2(t: np.ndarray) -> np.ndarray:
     """metal::precise::exp2(t): within 4 ulp (Table 8.1)."""
-    t = np.asarray(t, F32)
-    with np.errstate(over="ignore", under="ignore"):
-        exact = np.exp2(t.astype(np.float64))
-    return np.where(t == 0, F32(1), _at_worst(t, exact, np.full(t.shape, 4.0))).astype(F32)
+    return _exponential(np.exp2, t, lambda x: np.full(x.shape, 4.0))
 
 
 def fast_log(x: np.ndarray) -> np.ndarray:
