@@ -11,7 +11,8 @@ One module per part of the model, each re-exported here (``from properties.numer
   the active contract and an implementation's claims, ``exp_u``, ``quotient_u``, ``log_error_u``, ``pow_u``,
   ``fn_u``;
 - ``nonnegative_sums``: ``sum_bound``, the order-free bound on a sum of non-negative terms;
-- ``softmax``: ``softmax_model`` and the entropy and mass bounds built on it;
+- ``softmax``: ``softmax_model`` (its normaliser's order, online rescales included) and the entropy and
+  mass bounds built on it;
 - ``cdf``: the CDF dist inverts (``cdf_bound``) and its effect on the law (``dist_law``);
 - ``float32_loops``: running-error bounds of a peer's known float32 loops (``seq_sum_bound``,
   ``softmax_f32``, ``cumulative_f32``, ``entropy_f32``);
@@ -41,7 +42,7 @@ from .nonnegative_sums import sum_bound
 from .orders import (ALL_ORDERS, BLOCKED, COMPENSATED, ONLINE, PAIRWISE, SEQUENTIAL, THREADS, TILE, TREE_ORDERS, WIDE,
                      Order)
 from .peer_allowances import half_logprob_allowance, mass_allowance
-from .softmax import SoftmaxModel, entropy_bound, mass_bound, softmax_model
+from .softmax import SoftmaxModel, entropy_bound, mass_bound, online_rescale_bound, softmax_model
 from .units import (F32_MAX, F32_MIN_SUBNORMAL, F32_TINY, FAST_LOGF_ABS, FAST_SINCOS_ABS, FN_U, FTZ_FLOOR,
                     METAL_FAST_LOG_ABS, METAL_FN_U,
                     SUBNORMAL_FLOOR, U16, U32, U64, UBF16, gamma, log2n, ulp, ulp32, unit_roundoff)

@@ -173,9 +173,11 @@ def f64_scan(x: np.ndarray) -> np.ndarray:
     return np.cumsum(np.asarray(x, dtype=np.float64), axis=-1).astype(F32)
 
 
-def online_sum_exp(z: np.ndarray, tile: int = 256) -> tuple[np.ndarray, np.ndarray]:
+def online_sum_exp(z: np.ndarray, tile: int = 256,
+                   exp: Callable[[np.ndarray], np.ndarray] = np.exp) -> tuple[np.ndarray, np.ndarray]:
     """(running max, Σ exp(z - max)) in one pass over tiles: the sum is rescaled by
-    exp(m_old - m_new) whenever a tile raises the max; inside a tile, a warp-style tree."""
+    exp(m_old - m_new) whenever a tile raises the max; inside a tile, a warp-style tree. ``exp``:
+    the engine's exponential, for the terms and the rescale factors alike."""
     a, lead = _rows(z)
     m = np.full(a.shape[0], -np.inf, F32)
     s = np.zeros(a.shape[0], F32)
@@ -185,8 +187,8 @@ def online_sum_exp(z: np.ndarray, tile: int = 256) -> tuple[np.ndarray, np.ndarr
             m_new = np.maximum(m, blk.max(axis=1))
             live = m_new > -np.inf  # an all -inf prefix contributes nothing yet
             base = np.where(live, m_new, F32(0))
-            rescale = np.where(m > -np.inf, np.exp(m - base), F32(0))
-            e = np.where(blk > -np.inf, np.exp(blk - base[:, None]), F32(0))
+            rescale = np.where(m > -np.inf, exp(m - base), F32(0))
+            e = np.where(blk > -np.inf, exp(blk - base[:, None]), F32(0))
             s = s * rescale + tree(_pad(e, threads_for(e.shape[1], tile)))
             m = m_new
     return m.reshape(lead), s.reshape(lead)

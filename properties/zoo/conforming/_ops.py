@@ -98,7 +98,7 @@ def _shifted(ar: Arith, x: Any, axis: int, scale: float, mask: Any):
     with quiet():
         d = z - np.where(undefined, F32(0), top)[..., None]
         e = ar.exp(d)
-        s = online_sum_exp(z)[1] if ar.online else ar.sum(e)
+        s = online_sum_exp(z, exp=ar.exp)[1] if ar.online else ar.sum(e)
     return d, e, s[..., None], undefined[..., None], axis
 
 

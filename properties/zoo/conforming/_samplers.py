@@ -64,7 +64,7 @@ def exp_and_sum(ar: Arith, x: np.ndarray, m: np.ndarray, order: np.ndarray | Non
     with np.errstate(invalid="ignore", over="ignore"):
         e = np.where(x > -np.inf, ar.exp(x - base[:, None]), F32(0)).astype(F32)
     if ar.online:
-        return e, online_sum_exp(x)[1]
+        return e, online_sum_exp(x, exp=ar.exp)[1]
     return e, ar.sum(e if order is None else np.take_along_axis(e, order, axis=1))
 
 
