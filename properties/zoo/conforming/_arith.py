@@ -272,6 +272,10 @@ def fast_log(x: np.ndarray) -> np.ndarray:
     return np.where(~finite | (x == 1), exact.astype(F32), r).astype(F32)
 
 
+LOOPED_ABOVE = 4096
+"""MLX's softmax switches from its one-row kernel to its looped one above this many logits."""
+
+
 @dataclass(frozen=True)
 class Intrinsics:
     """A fast-math build's elementary operations, each at its documented worst."""
@@ -305,6 +309,18 @@ class Arith:
     fast: Intrinsics | None = None
     """A fast-math build's exp, log and division (``CUDA_FAST``, ``_metal.METAL_FAST``), else
     expf, logf and IEEE division."""
+    looped: Callable[[np.ndarray], np.ndarray] | None = None
+    """The engine's own one-pass normaliser Σ exp(z - max) of rows longer than ``LOOPED_ABOVE``
+    (MLX's looped softmax kernel)."""
+
+    def normaliser(self, z: np.ndarray, e: np.ndarray) -> np.ndarray:
+        """Σ e over the last axis as the engine forms it from the logits z (-inf where masked)
+        and their exponentials e: a looped or online pass over z, or its sum of e."""
+        if self.looped is not None and z.shape[-1] > LOOPED_ABOVE:
+            return self.looped(z)
+        if self.online:
+            return online_sum_exp(z, exp=self.exp)[1]
+        return self.sum(e)
 
     def exp(self, d: np.ndarray) -> np.ndarray:
         """expf of a float32 argument (NumPy's vectorised float32 exp, within an ulp or two), or

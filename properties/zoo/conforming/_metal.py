@@ -117,33 +117,41 @@ def fast_inv_sqrt(v: np.ndarray) -> np.ndarray:
         return fast_reciprocal((v * fast_rsqrt(v)).astype(F32))
 
 
-METAL_FAST = Intrinsics("Metal fast math", fast_exp, fast_log, fast_reciprocal, fast_divide)
-"""fast::exp, fast::log, and fast math's 1.0 / s (1 ulp) and x / t (2.5 ulp)."""
-
-METAL = Arith("metal_fast_math", block_sum, block_scan, reciprocal=True, fast=METAL_FAST)
-"""MLX's softmax kernel shape (32-lane SIMD sums, a threadgroup tree, x·(1 / s)) with Table 8.2's
-intrinsics."""
-
-
-def mlx_looped_softmax(x: np.ndarray, threads: int = 1024, reads: int = 4) -> np.ndarray:
-    """One row's softmax as MLX's looped kernel computes it (vocabularies over 4,096): each thread
-    keeps a running max and sum over its chunks of ``reads`` consecutive logits, rescaling by
-    fast::exp(old - new) when its max rises; the threads' sums are then rescaled to the SIMD
-    group's max and summed (32 lanes), and again across the 32 groups; p = fast::exp(x - max)·(1 / S).
-    Per-thread streams and two merge levels are not the contract's online order (256-token
-    tiles in token order): ``test_online_rescales`` measures this one against θ."""
-    v = x.size
-    xs = np.concatenate([x, np.full(-v % (threads * reads), -np.inf, F32)]).reshape(-1, threads, reads)
-    m, s = np.full(threads, -np.inf, F32), np.zeros(threads, F32)
+def mlx_looped_sum(z: np.ndarray, threads: int = 1024, reads: int = 4) -> np.ndarray:
+    """Σ exp(z - max) over the last axis as MLX's looped softmax kernel computes it (rows over 4,096
+    logits): each thread keeps a running max and sum over its chunks of ``reads`` consecutive
+    logits, rescaling by fast::exp(old - new) when its max rises; the threads' sums are then
+    rescaled to the SIMD group's max and summed (32 lanes), and again across the 32 groups. Per-
+    thread streams and two merge levels are not the contract's online order (256-token tiles in
+    token order): ``test_online_rescales`` measures this one against θ."""
+    a = np.asarray(z, F32)
+    lead, v = a.shape[:-1], a.shape[-1]
+    rows = a.reshape(-1, v)
+    b = rows.shape[0]
+    xs = np.concatenate([rows, np.full((b, -v % (threads * reads)), -np.inf, F32)], axis=1)
+    xs = xs.reshape(b, -1, threads, reads)
+    m, s = np.full((b, threads), -np.inf, F32), np.zeros((b, threads), F32)
     with np.errstate(invalid="ignore", over="ignore"):
-        for blk in xs:
-            prev, m = m, np.maximum(m, blk.max(axis=1))
+        for k in range(xs.shape[1]):
+            blk = xs[:, k]
+            prev, m = m, np.maximum(m, blk.max(axis=2))
             base = np.where(m > -np.inf, m, F32(0))
             s = (s * np.where(prev > -np.inf, fast_exp((prev - base).astype(F32)), F32(0))).astype(F32)
             for r in range(reads):
-                s = (s + np.where(blk[:, r] > -np.inf, fast_exp((blk[:, r] - base).astype(F32)), F32(0))).astype(F32)
+                term = np.where(blk[:, :, r] > -np.inf, fast_exp((blk[:, :, r] - base).astype(F32)), F32(0))
+                s = (s + term).astype(F32)
         for width in (32, threads // 32):  # SIMD groups, then the threadgroup
-            mg, sg = m.reshape(-1, width), s.reshape(-1, width)
-            m = mg.max(axis=1)
-            s = tree((sg * np.where(mg > -np.inf, fast_exp((mg - m[:, None]).astype(F32)), F32(0))).astype(F32))
-        return (fast_exp((x - m[0]).astype(F32)) * fast_reciprocal(s[:1])[0]).astype(F32)
+            mg, sg = m.reshape(b, -1, width), s.reshape(b, -1, width)
+            m = mg.max(axis=2)
+            scale = np.where(mg > -np.inf, fast_exp((mg - np.where(m > -np.inf, m, F32(0))[..., None]).astype(F32)), F32(0))
+            s = tree((sg * scale).astype(F32))
+    return s.reshape(lead)
+
+
+METAL_FAST = Intrinsics("Metal fast math", fast_exp, fast_log, fast_reciprocal, fast_divide)
+"""fast::exp, fast::log, and fast math's 1.0 / s (1 ulp) and x / t (2.5 ulp)."""
+
+METAL = Arith("metal_fast_math", block_sum, block_scan, reciprocal=True, fast=METAL_FAST,
+              looped=lambda z: mlx_looped_sum(z))
+"""MLX's softmax kernels with Table 8.2's intrinsics: 32-lane SIMD sums and a threadgroup tree up
+to 4,096 logits, the looped one-pass kernel above (``mlx_looped_sum``), x·(1 / s)."""

@@ -15,7 +15,7 @@ import numpy as np
 from gpu_impl.ops._xp import f32, ndim, quiet
 from gpu_impl.ops.norms import _setup
 from gpu_impl.ops.softmax import _logits
-from properties.zoo.conforming._arith import F32, Arith, _pad, online_sum_exp, threads_for, tree
+from properties.zoo.conforming._arith import F32, Arith, _pad, threads_for, tree
 
 Dot = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
@@ -98,7 +98,7 @@ def _shifted(ar: Arith, x: Any, axis: int, scale: float, mask: Any):
     with quiet():
         d = z - np.where(undefined, F32(0), top)[..., None]
         e = ar.exp(d)
-        s = online_sum_exp(z, exp=ar.exp)[1] if ar.online else ar.sum(e)
+        s = ar.normaliser(z, e)
     return d, e, s[..., None], undefined[..., None], axis
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 import gpu_impl
 from gpu_impl._array import as_logits, nonneg, row_param, unit_param
-from properties.zoo.conforming._arith import F32, Arith, online_sum_exp
+from properties.zoo.conforming._arith import F32, Arith
 
 NEG_INF = F32(-np.inf)
 
@@ -63,9 +63,9 @@ def exp_and_sum(ar: Arith, x: np.ndarray, m: np.ndarray, order: np.ndarray | Non
     base = np.where(m > -np.inf, m, F32(0))
     with np.errstate(invalid="ignore", over="ignore"):
         e = np.where(x > -np.inf, ar.exp(x - base[:, None]), F32(0)).astype(F32)
-    if ar.online:
-        return e, online_sum_exp(x, exp=ar.exp)[1]
-    return e, ar.sum(e if order is None else np.take_along_axis(e, order, axis=1))
+    if order is None or ar.online or ar.looped is not None:
+        return e, ar.normaliser(x, e)
+    return e, ar.sum(np.take_along_axis(e, order, axis=1))
 
 
 def descending(x: np.ndarray, ch: Choices) -> np.ndarray:
