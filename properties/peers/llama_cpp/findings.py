@@ -237,7 +237,8 @@ _CPU: list[Finding] = [
             shows_on=rows.typical_nan_entropy_scrambled),
     Finding("mirostat-k-overflow", "mirostat", BEHAVIOUR,
             "mirostat v1 computes k in float; with (nearly) flat top-m probabilities s_hat -> 0 and "
-            "k = inf (or >= 2^31, or NaN once two p are 0). int(k) is undefined there; x86-64 yields "
+            "k = inf (or >= 2^31, or NaN once two p are 0), or once mu reaches 128 (powf(2, mu) overflows "
+            "float; a large eta drives mu up by ~3 a step). int(k) is undefined there; x86-64 yields "
             "INT_MIN, so top_k(max(INT_MIN, 1)) keeps ONE token and mirostat v1 silently turns greedy. "
             "The oracle keeps min(k, size) tokens (the intent; ARM's saturating conversion agrees).",
             "mirostat(n_vocab=4, seed=0, tau=5, eta=0.1, m=100) on logits [0, 0, 0, 0]",

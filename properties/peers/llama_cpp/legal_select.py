@@ -128,9 +128,20 @@ def _mirostat(pre, cur, out, drift) -> Legal:
         def k_of(s, mu):
             e = s - 1
             return ((e * np.exp2(mu)) / (1 - np.float64(pre.n_vocab) ** (-e))) ** (1 / s)
-        ks = np.array([k_of(s, mu) for s in (s_hat - ds, s_hat, s_hat + ds)
-                       for mu in (pre.mu - drift.mu, pre.mu, pre.mu + drift.mu)])
-    if not np.isfinite(ks).all() or ks.max() >= 2.0**31:
+        def overflows_f32(s, mu):
+            """llama.cpp's float expression powf(e·powf(2, mu) / (1 - powf(n_vocab, -e)), 1 / s):
+            an intermediate past float32's range (2^mu at mu >= 128) makes k inf where the exact
+            one is finite."""
+            s32, mu32 = np.float32(s), np.float32(mu)
+            e = s32 - np.float32(1)
+            num = e * np.float32(2) ** mu32
+            den = np.float32(1) - np.float32(pre.n_vocab) ** -e
+            return not all(np.isfinite(v) for v in (num, den, (num / den) ** (np.float32(1) / s32)))
+        variants = [(s, mu) for s in (s_hat - ds, s_hat, s_hat + ds)
+                    for mu in (pre.mu - drift.mu, pre.mu, pre.mu + drift.mu)]
+        ks = np.array([k_of(s, mu) for s, mu in variants])
+        f32_overflow = any(overflows_f32(s, mu) for s, mu in variants)
+    if f32_overflow or not np.isfinite(ks).all() or ks.max() >= 2.0**31:
         raise FindingDomain("mirostat-k-overflow")
     # a k that underflows to 0 (near-tied candidates: s near 0, so the 1/s power of a base below 1)
     # is clamped to 1 as llama.cpp clamps it; the slack is taken over the positive ones only
